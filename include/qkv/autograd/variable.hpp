@@ -1,0 +1,215 @@
+#pragma once
+/// @file
+/// Variable: a tensor value, its gradient, and whether it requires one. A Variable is a handle
+/// (copies share the same value and gradient, like a torch.Tensor).
+///
+/// Ops build their output with record_op(): the forward math produces the value, and the backward
+/// closure, written right under it, adds (+=) into the gradients of the inputs that require one.
+
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "qkv/autograd/tape.hpp"
+#include "qkv/tensor/tensor.hpp"
+
+namespace qkv {
+
+namespace detail {
+template <class T>
+struct Node {
+  Array<T> value;
+  Array<T> grad;
+  bool has_grad = false;
+  bool requires_grad = false;
+  bool retain_grad = false;
+  const char* op = nullptr;       // the op that produced it; nullptr for a leaf
+  std::uint64_t generation = 0;   // tape generation at the time it was recorded
+};
+}  // namespace detail
+
+template <class T>
+class Variable {
+ public:
+  using value_type = T;
+
+  /// An undefined Variable (defined() is false).
+  Variable() = default;
+  /// A leaf holding `value`.
+  explicit Variable(Array<T> value, bool requires_grad = false)
+      : node_(std::make_shared<detail::Node<T>>()) {
+    node_->value = std::move(value);
+    node_->requires_grad = requires_grad;
+  }
+
+  bool defined() const { return node_ != nullptr; }
+  /// The value (shared by every copy of this handle).
+  Array<T>& value() const { return node().value; }
+  const Shape& shape() const { return node().value.shape(); }
+  std::size_t ndim() const { return shape().size(); }
+  std::size_t size() const { return node().value.size(); }
+  /// Size of dimension `d`; negative `d` counts from the end.
+  std::size_t dim(int d) const {
+    const int n = static_cast<int>(ndim());
+    if (d < -n || d >= n)
+      throw ShapeError("dim: dimension " + std::to_string(d) + " out of range for shape " +
+                       shape_str(shape()));
+    return shape()[static_cast<std::size_t>(d < 0 ? d + n : d)];
+  }
+  T* data() const { return node().value.data(); }
+  /// The single value of a one-element tensor.
+  T item() const {
+    if (size() != 1)
+      throw ShapeError("item: tensor of shape " + shape_str(shape()) + " has " +
+                       std::to_string(size()) + " elements, expected 1");
+    return *data();
+  }
+
+  bool requires_grad() const { return node().requires_grad; }
+  /// Make a leaf require (or not) a gradient; returns *this.
+  const Variable& set_requires_grad(bool r) const {
+    if (!is_leaf()) throw Error("set_requires_grad: only leaves can change requires_grad");
+    node().requires_grad = r;
+    return *this;
+  }
+  bool is_leaf() const { return node().op == nullptr; }
+  /// Name of the op that produced this value ("" for a leaf).
+  const char* op() const { return node().op ? node().op : ""; }
+  /// Keep the gradient of a non-leaf after backward (leaves always keep theirs).
+  void retain_grad() const { node().retain_grad = true; }
+
+  bool has_grad() const { return node().has_grad; }
+  /// The gradient; throws when backward has not reached this value.
+  const Array<T>& grad() const {
+    if (!has_grad())
+      throw Error("grad: this " + std::string(is_leaf() ? "leaf" : op()) + " value of shape " +
+                  shape_str(shape()) + " has no gradient (backward has not reached it)");
+    return node().grad;
+  }
+  /// Mutable gradient storage (optimizers and gradient clipping write here).
+  Array<T>& grad_mut() const { return const_cast<Array<T>&>(grad()); }
+
+  /// grad += g. Ignored when this value does not require a gradient. `op` names the caller in
+  /// the shape error.
+  void accumulate_grad(const Array<T>& g, const char* op = "accumulate_grad") const;
+  void accumulate_grad(Array<T>&& g, const char* op = "accumulate_grad") const;
+
+  /// Reverse-mode differentiation of a scalar (one-element) value: d(this)/d(x) is added to the
+  /// gradient of every x on its tape that requires one. The tape is released afterwards.
+  void backward() const;
+  /// Same for a value of any shape, with an explicit upstream gradient of the same shape.
+  void backward(const Array<T>& grad_output) const;
+  /// Forget the gradient (the buffer is kept for reuse).
+  void zero_grad() const { node().has_grad = false; }
+  /// A new leaf with a copy of the value and no history.
+  Variable detach() const { return Variable(value(), false); }
+
+  /// Identity of the underlying value (same for copies of one handle).
+  const void* id() const { return node_.get(); }
+
+  // Used by record_op.
+  explicit Variable(std::shared_ptr<detail::Node<T>> node) : node_(std::move(node)) {}
+  const std::shared_ptr<detail::Node<T>>& node_ptr() const { return node_; }
+
+ private:
+  detail::Node<T>& node() const {
+    if (!node_) throw Error("Variable: use of an undefined Variable");
+    return *node_;
+  }
+  std::shared_ptr<detail::Node<T>> node_;
+};
+
+/// True when any of the Variables requires a gradient and recording is enabled.
+template <class T, class... Rest>
+bool needs_grad(const Variable<T>& first, const Rest&... rest) {
+  if (!autograd::grad_enabled()) return false;
+  return first.requires_grad() || (... || rest.requires_grad());
+}
+
+/// Wrap `value` as the output of op `op`. When `requires_grad` (and recording is on), the output
+/// requires a gradient and `backward(grad_out)` is recorded on the tape; it runs during
+/// Variable::backward() if the output received a gradient.
+template <class T, class F>
+Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& backward) {
+  auto node = std::make_shared<detail::Node<T>>();
+  node->value = std::move(value);
+  if (requires_grad && autograd::grad_enabled()) {
+    auto& tape = autograd::Tape::current();
+    node->requires_grad = true;
+    node->op = op;
+    node->generation = tape.generation();
+    std::weak_ptr<detail::Node<T>> weak = node;
+    tape.record([weak, fn = std::forward<F>(backward)]() mutable {
+      auto out = weak.lock();
+      if (!out || !out->has_grad) return;
+      fn(static_cast<const Array<T>&>(out->grad));
+      if (!out->retain_grad) out->has_grad = false;
+    });
+  }
+  return Variable<T>(std::move(node));
+}
+
+// ---- implementation ----
+
+template <class T>
+void Variable<T>::accumulate_grad(const Array<T>& g, const char* op) const {
+  detail::Node<T>& n = node();
+  if (!n.requires_grad) return;
+  if (g.shape() != n.value.shape())
+    throw ShapeError(std::string(op) + ": gradient of shape " + shape_str(g.shape()) +
+                     " does not match the value's shape " + shape_str(n.value.shape()));
+  const std::size_t count = g.size();
+  if (!n.has_grad) {
+    if (n.grad.shape() != g.shape()) n.grad = Array<T>::from_shape(g.shape());
+    std::copy(g.data(), g.data() + count, n.grad.data());
+    n.has_grad = true;
+    return;
+  }
+  T* dst = n.grad.data();
+  const T* src = g.data();
+  for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];
+}
+
+template <class T>
+void Variable<T>::accumulate_grad(Array<T>&& g, const char* op) const {
+  detail::Node<T>& n = node();
+  if (!n.requires_grad) return;
+  if (!n.has_grad && g.shape() == n.value.shape()) {
+    n.grad = std::move(g);
+    n.has_grad = true;
+    return;
+  }
+  accumulate_grad(static_cast<const Array<T>&>(g), op);
+}
+
+template <class T>
+void Variable<T>::backward(const Array<T>& grad_output) const {
+  detail::Node<T>& n = node();
+  if (!n.requires_grad)
+    throw Error("backward: this value of shape " + shape_str(shape()) +
+                " does not require grad (no input of its computation requires one, or it was "
+                "computed under NoGradGuard)");
+  if (grad_output.shape() != n.value.shape())
+    throw ShapeError("backward: upstream gradient of shape " + shape_str(grad_output.shape()) +
+                     " does not match the output's shape " + shape_str(n.value.shape()));
+  auto& tape = autograd::Tape::current();
+  if (n.op && n.generation != tape.generation())
+    throw Error(std::string("backward: the tape that recorded this ") + n.op +
+                " value was already released (backward ran on it before, or it was computed on "
+                "another thread)");
+  const bool keep = n.retain_grad;
+  n.retain_grad = true;  // the root keeps the gradient it was seeded with
+  accumulate_grad(grad_output, "backward");
+  if (n.op) tape.run_backward();
+  n.retain_grad = keep;
+}
+
+template <class T>
+void Variable<T>::backward() const {
+  if (size() != 1)
+    throw ShapeError("backward: output of shape " + shape_str(shape()) +
+                     " is not a scalar; pass an upstream gradient of that shape");
+  backward(full<T>(shape(), T(1)));
+}
+
+}  // namespace qkv

@@ -1,0 +1,32 @@
+#pragma once
+/// @file
+/// GEMM through OpenBLAS, loaded at first use.
+///
+/// qkv opens OpenBLAS with dlopen after putting two settings in the environment (unless the user
+/// set them): OPENBLAS_CORETYPE chosen from the CPU's features (Debian's OpenBLAS 0.3.21 does not
+/// recognise recent AVX-512 Xeons and would run generic kernels 3-5x slower), and
+/// OPENBLAS_NUM_THREADS=1 (qkv threads GEMMs itself with OpenMP; see parallel.hpp).
+
+#include <cstddef>
+#include <string>
+
+namespace qkv::kernels {
+
+/// C = alpha * op(A) @ op(B) + beta * C, row-major. op(A) is (M, K), op(B) is (K, N), C is
+/// (M, N); lda/ldb/ldc are row strides of the stored matrices. Splits the rows of C (or the
+/// columns when M is small) across OpenMP threads; runs on one thread inside a parallel region.
+/// Results do not depend on the thread count.
+template <class T>
+void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
+          const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc);
+
+/// Same, always on the calling thread (for use inside parallel regions).
+template <class T>
+void gemm_serial(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                 const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
+                 std::size_t ldc);
+
+/// Which BLAS runs: library, kernel (core type) and how the core type was chosen.
+std::string blas_info();
+
+}  // namespace qkv::kernels

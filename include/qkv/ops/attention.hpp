@@ -1,0 +1,63 @@
+#pragma once
+/// @file
+/// Scaled dot-product attention, the functional core of every attention layer:
+///
+///   scores = (q @ k^T) * scale  (+ float mask)   (masked positions: -inf)
+///   weights = dropout(softmax(scores, axis=-1), p)
+///   out = weights @ v
+///
+/// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) -> out (B, H, Tq, Dv),
+/// weights (B, H, Tq, Tk).
+///
+/// Mask polarity is that of torch.nn.functional.scaled_dot_product_attention: in a boolean mask,
+/// **true means "may attend"**. (PyTorch's MultiheadAttention key_padding_mask uses the opposite,
+/// true = ignore; qkv::nn::MultiHeadAttention converts it explicitly.) A query row whose keys are
+/// all masked gives a zero output row and zero gradients, never NaN.
+
+#include <optional>
+
+#include "qkv/autograd/variable.hpp"
+#include "qkv/tensor/random.hpp"
+
+namespace qkv {
+
+/// Masks, each broadcastable (NumPy rules, rank <= 4) to (B, H, Tq, Tk).
+template <class T>
+struct AttentionMask {
+  std::optional<Mask> allowed;  ///< true = may attend
+  std::optional<Array<T>> bias; ///< added to the scores (use -inf to forbid)
+  bool empty() const { return !allowed && !bias; }
+};
+
+/// Which implementation runs. Both give the same results (1e-10 in float64, 1e-5 in float32).
+enum class AttentionImpl {
+  Fused,     ///< one OpenMP kernel, online softmax, O(T) memory without weights (the default)
+  Composite  ///< engine ops: matmul, scale, mask, softmax, dropout, matmul (the reference)
+};
+
+struct AttentionOptions {
+  double dropout_p = 0.0;               ///< dropout on the weights (applied as given: pass 0 in eval)
+  bool is_causal = false;               ///< query i may attend keys j <= i (top-left aligned, as PyTorch)
+  std::optional<double> scale;          ///< default 1/sqrt(D); 1 disables scaling
+  bool need_weights = false;            ///< also return the (B, H, Tq, Tk) weights
+  AttentionImpl impl = AttentionImpl::Fused;
+  Generator* generator = nullptr;       ///< dropout randomness; default_generator() when null
+};
+
+template <class T>
+struct AttentionOutput {
+  Variable<T> output;   ///< (B, H, Tq, Dv)
+  /// (B, H, Tq, Tk) after dropout (as PyTorch returns them); undefined unless need_weights.
+  /// Composite: part of the graph. Fused: a detached copy (gradients flow through `output`).
+  Variable<T> weights;
+};
+
+/// See the file comment. Throws ShapeError on mismatched shapes (naming q, k, v, mask and their
+/// shapes) and ValueError on dropout_p outside [0, 1).
+template <class T>
+AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k,
+                                                const Variable<T>& v,
+                                                const AttentionMask<T>& mask = {},
+                                                const AttentionOptions& options = {});
+
+}  // namespace qkv

@@ -1,0 +1,26 @@
+#pragma once
+/// @file
+/// Shape ops: all return contiguous row-major copies.
+
+#include <vector>
+
+#include "qkv/autograd/variable.hpp"
+
+namespace qkv {
+
+/// Same elements in a new shape; one entry may be -1 (inferred). Throws when sizes differ.
+template <class T> Variable<T> reshape(const Variable<T>& x, const std::vector<long>& shape);
+/// Swap two dimensions (negative counts from the end).
+template <class T> Variable<T> transpose(const Variable<T>& x, int dim0, int dim1);
+/// Reorder dimensions: out.shape[i] = x.shape[perm[i]].
+template <class T> Variable<T> permute(const Variable<T>& x, const std::vector<std::size_t>& perm);
+/// Join along `axis`; every other dimension must agree.
+template <class T> Variable<T> concat(const std::vector<Variable<T>>& xs, int axis);
+/// Split along `axis` into pieces of the given sizes (which must add up to the dimension).
+template <class T> std::vector<Variable<T>> split(const Variable<T>& x, const std::vector<std::size_t>& sizes, int axis);
+/// x[..., start:stop, ...] along `axis` (0 <= start <= stop <= size).
+template <class T> Variable<T> slice(const Variable<T>& x, int axis, std::size_t start, std::size_t stop);
+/// x[..., index, ...] along `axis`, which is removed from the shape.
+template <class T> Variable<T> select(const Variable<T>& x, int axis, std::size_t index);
+
+}  // namespace qkv

@@ -1,0 +1,57 @@
+#pragma once
+/// @file
+/// The memory behind every qkv tensor: 64-byte aligned blocks from a caching pool.
+///
+/// A training step allocates the same tensor sizes every step. The pool keeps freed blocks in
+/// exact-size free lists and hands them back on the next request, so that after the first step
+/// the steady state makes no calls to the system allocator for tensor data (see
+/// bench/alloc_bench.cpp). Built with QKV_SANITIZE the pool is bypassed, so that AddressSanitizer
+/// sees every allocation and free.
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace qkv {
+
+namespace pool {
+/// Aligned block of at least `bytes` bytes (64-byte alignment), from the cache when one fits.
+void* allocate(std::size_t bytes);
+/// Return a block obtained from allocate(bytes) with the same `bytes`.
+void deallocate(void* p, std::size_t bytes) noexcept;
+/// Counters since start: blocks requested by tensors, and blocks that had to come from the
+/// system allocator (cache misses). Their difference is what the cache saved.
+struct Stats {
+  std::uint64_t requests = 0;
+  std::uint64_t system_allocations = 0;
+  std::uint64_t cached_bytes = 0;
+};
+Stats stats();
+/// Free every cached block back to the system.
+void release_cached();
+}  // namespace pool
+
+/// Standard-conforming allocator over the pool; the allocator of qkv::Array.
+template <class T>
+struct Allocator {
+  using value_type = T;
+  Allocator() noexcept = default;
+  template <class U>
+  Allocator(const Allocator<U>&) noexcept {}
+  T* allocate(std::size_t n) { return static_cast<T*>(pool::allocate(n * sizeof(T))); }
+  void deallocate(T* p, std::size_t n) noexcept { pool::deallocate(p, n * sizeof(T)); }
+  template <class U>
+  struct rebind {
+    using other = Allocator<U>;
+  };
+};
+template <class T, class U>
+bool operator==(const Allocator<T>&, const Allocator<U>&) noexcept {
+  return true;
+}
+template <class T, class U>
+bool operator!=(const Allocator<T>&, const Allocator<U>&) noexcept {
+  return false;
+}
+
+}  // namespace qkv

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages qkv needs, and only those that are missing. Idempotent: a second
+# run installs nothing. Uses sudo when not root. Says clearly what it could not do.
+#
+#   scripts/install-deps.sh            build + test dependencies (C++ and MPI)
+#   scripts/install-deps.sh --python   also Python packages for plots, benchmarks and parity
+set -euo pipefail
+
+packages=(
+  g++ cmake make pkg-config
+  libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
+  libopenblas-dev liblapack-dev
+  doctest-dev libhdf5-dev hdf5-tools libyaml-cpp-dev libcli11-dev
+  libopenmpi-dev openmpi-bin
+)
+if [[ "${1:-}" == "--python" ]]; then
+  packages+=(python3 python3-numpy python3-h5py python3-matplotlib python3-torch)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: not root and no sudo: cannot install ${missing[*]}" >&2
+    echo "install-deps: ask an administrator to run: apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 update -qq; then
+  echo "install-deps: 'apt-get update' failed (network or apt sources?); trying the install anyway" >&2
+fi
+if ! "${sudo[@]}" apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"; then
+  echo "install-deps: could not install: ${missing[*]}" >&2
+  echo "install-deps: see the apt-get messages above; qkv needs Debian 12 (bookworm) packages" >&2
+  exit 1
+fi
+echo "install-deps: done"

@@ -1,0 +1,166 @@
+#include "qkv/kernels/blas.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <stdexcept>
+
+#include "qkv/kernels/parallel.hpp"
+
+#ifndef QKV_BLAS_LIBRARY
+#define QKV_BLAS_LIBRARY "libopenblas.so.0"
+#endif
+
+namespace qkv::kernels {
+namespace {
+
+// The CBLAS interface, declared here so that no cblas.h is needed (it clashes with xtensor-blas).
+enum { kRowMajor = 101, kNoTrans = 111, kTrans = 112 };
+using sgemm_fn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int,
+                          float, float*, int);
+using dgemm_fn = void (*)(int, int, int, int, int, int, double, const double*, int, const double*,
+                          int, double, double*, int);
+using str_fn = char* (*)();
+
+struct Blas {
+  sgemm_fn sgemm = nullptr;
+  dgemm_fn dgemm = nullptr;
+  str_fn corename = nullptr;
+  str_fn config = nullptr;
+  std::string library;
+  std::string coretype_source;
+};
+
+// The OpenBLAS core type whose kernels fit this CPU, from its features (not its model number,
+// which is what OpenBLAS 0.3.21 looks up and fails on for newer CPUs).
+const char* coretype_for_this_cpu() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512cd"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return nullptr;
+}
+
+Blas load() {
+  Blas b;
+  if (const char* user = std::getenv("OPENBLAS_CORETYPE")) {
+    b.coretype_source = std::string("OPENBLAS_CORETYPE=") + user + " from the environment";
+  } else if (const char* core = coretype_for_this_cpu()) {
+    setenv("OPENBLAS_CORETYPE", core, 0);
+    b.coretype_source = std::string("chosen by qkv from the CPU features");
+  } else {
+    b.coretype_source = "detected by OpenBLAS";
+  }
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+
+  void* handle = nullptr;
+  for (const char* name : {"libopenblas.so.0", QKV_BLAS_LIBRARY, "libopenblas.so"}) {
+    handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
+    if (handle) {
+      b.library = name;
+      break;
+    }
+  }
+  if (!handle)
+    throw std::runtime_error(std::string("qkv: cannot load OpenBLAS (tried libopenblas.so.0 and ") +
+                             QKV_BLAS_LIBRARY + "): " + dlerror() +
+                             ". Install it with scripts/install-deps.sh (package libopenblas0).");
+  b.sgemm = reinterpret_cast<sgemm_fn>(dlsym(handle, "cblas_sgemm"));
+  b.dgemm = reinterpret_cast<dgemm_fn>(dlsym(handle, "cblas_dgemm"));
+  b.corename = reinterpret_cast<str_fn>(dlsym(handle, "openblas_get_corename"));
+  b.config = reinterpret_cast<str_fn>(dlsym(handle, "openblas_get_config"));
+  if (!b.sgemm || !b.dgemm)
+    throw std::runtime_error("qkv: " + b.library + " does not export cblas_sgemm/cblas_dgemm");
+  // If the process had OpenBLAS loaded already with more threads, keep it to one per call.
+  using set_threads_fn = void (*)(int);
+  if (auto set_threads = reinterpret_cast<set_threads_fn>(dlsym(handle, "openblas_set_num_threads")))
+    set_threads(1);
+  return b;
+}
+
+const Blas& blas() {
+  static const Blas b = load();
+  return b;
+}
+
+template <class T>
+void call_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
+               std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // BLAS would scale C by beta; do the same without calling it
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
+    return;
+  }
+  const int a = ta ? kTrans : kNoTrans, b = tb ? kTrans : kNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    blas().sgemm(kRowMajor, a, b, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+                 int(ldc));
+  else
+    blas().dgemm(kRowMajor, a, b, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
+                 int(ldc));
+}
+
+}  // namespace
+
+template <class T>
+void gemm_serial(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
+                 std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+template <class T>
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
+          std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  const int threads = num_threads();
+  // Split C into blocks whose borders are multiples of 64 rows (or columns): every element is then
+  // computed by the same micro-kernel with the same k order whatever the number of blocks, so the
+  // result is bitwise the same for any thread count.
+  constexpr std::size_t kAlign = 64;
+  const bool small = M * N * K < std::size_t(1) << 18;
+  if (threads == 1 || in_parallel() || small) {
+    call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  const bool by_rows = M >= N;
+  const std::size_t extent = by_rows ? M : N;
+  std::size_t block = (extent + threads - 1) / threads;
+  block = (block + kAlign - 1) / kAlign * kAlign;
+  const long blocks = long((extent + block - 1) / block);
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < blocks; ++i) {
+    const std::size_t lo = std::size_t(i) * block, n = std::min(block, extent - lo);
+    if (by_rows) {
+      const T* a = ta ? A + lo : A + lo * lda;
+      call_gemm(ta, tb, n, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
+    } else {
+      const T* b = tb ? B + lo * ldb : B + lo;
+      call_gemm(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
+    }
+  }
+}
+
+std::string blas_info() {
+  const Blas& b = blas();
+  std::string s = "OpenBLAS";
+  if (b.config) s += std::string(" (") + b.config() + ")";
+  if (b.corename) s += std::string(", kernel ") + b.corename();
+  s += " [" + b.coretype_source + "], 1 thread per call";
+  return s;
+}
+
+#define QKV_INSTANTIATE(T)                                                                      \
+  template void gemm<T>(bool, bool, std::size_t, std::size_t, std::size_t, T, const T*,          \
+                        std::size_t, const T*, std::size_t, T, T*, std::size_t);                 \
+  template void gemm_serial<T>(bool, bool, std::size_t, std::size_t, std::size_t, T, const T*,   \
+                               std::size_t, const T*, std::size_t, T, T*, std::size_t);
+QKV_INSTANTIATE(float)
+QKV_INSTANTIATE(double)
+
+}  // namespace qkv::kernels

@@ -1,0 +1,101 @@
+#include "qkv/tensor/allocator.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace qkv::pool {
+namespace {
+
+constexpr std::size_t kAlign = 64;
+// Blocks above this many cached bytes in total go straight back to the system.
+constexpr std::uint64_t kMaxCachedBytes = std::uint64_t{4} << 30;
+
+struct Pool {
+  std::mutex mutex;
+  std::unordered_map<std::size_t, std::vector<void*>> free_lists;
+  Stats stats;
+  ~Pool() {
+    for (auto& [bytes, list] : free_lists)
+      for (void* p : list) std::free(p);
+  }
+};
+
+Pool& the_pool() {
+  static Pool* pool = new Pool;  // never destroyed: tensors may outlive static destructors
+  return *pool;
+}
+
+std::size_t rounded(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+void* system_allocate(std::size_t bytes) {
+  void* p = std::aligned_alloc(kAlign, bytes == 0 ? kAlign : bytes);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+}  // namespace
+
+void* allocate(std::size_t bytes) {
+  bytes = rounded(bytes);
+#ifdef QKV_SANITIZE
+  return system_allocate(bytes);
+#else
+  Pool& pool = the_pool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    ++pool.stats.requests;
+    auto it = pool.free_lists.find(bytes);
+    if (it != pool.free_lists.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      pool.stats.cached_bytes -= bytes;
+      return p;
+    }
+    ++pool.stats.system_allocations;
+  }
+  return system_allocate(bytes);
+#endif
+}
+
+void deallocate(void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+#ifdef QKV_SANITIZE
+  std::free(p);
+#else
+  bytes = rounded(bytes);
+  Pool& pool = the_pool();
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    if (pool.stats.cached_bytes + bytes <= kMaxCachedBytes) {
+      try {
+        pool.free_lists[bytes].push_back(p);
+        pool.stats.cached_bytes += bytes;
+        return;
+      } catch (...) {
+        // out of memory for the free list itself: fall through and free the block
+      }
+    }
+  }
+  std::free(p);
+#endif
+}
+
+Stats stats() {
+  Pool& pool = the_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  return pool.stats;
+}
+
+void release_cached() {
+  Pool& pool = the_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  for (auto& [bytes, list] : pool.free_lists) {
+    for (void* p : list) std::free(p);
+    list.clear();
+  }
+  pool.stats.cached_bytes = 0;
+}
+
+}  // namespace qkv::pool
