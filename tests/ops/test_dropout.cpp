@@ -1,0 +1,96 @@
+#include <doctest/doctest.h>
+
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/ops/dropout.hpp"
+#include "test_util.hpp"
+
+using namespace qkv;
+
+TEST_CASE("dropout: drops a fraction p, scales survivors by 1/(1-p), mask as documented") {
+  const double p = 0.3;
+  const std::size_t n = 200000;
+  Array<float> x = test::random_array<float>({400, 500}, 1, 0.5, 1.5);  // never 0
+  Generator gen(42);
+  gen.reserve(17);  // a non-zero offset
+  const std::uint64_t first = gen.offset();
+  Variable<float> y = dropout(Variable<float>(x), p, true, gen);
+  CHECK(gen.offset() == first + n);
+  std::size_t dropped = 0, mismatches = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = y.value().data()[i];
+    const bool expect_drop = uniform_at(42, first + i) < p;  // the contract in dropout.hpp
+    if (v == 0.0f) ++dropped;
+    if ((v == 0.0f) != expect_drop) ++mismatches;
+    if (v != 0.0f) REQUIRE(double(v) == doctest::Approx(x.data()[i] / (1 - p)).epsilon(1e-6));
+  }
+  CHECK(mismatches == 0);
+  CHECK(double(dropped) / n == doctest::Approx(p).epsilon(0.02));
+}
+
+TEST_CASE("dropout: the mask depends only on the generator state") {
+  Array<double> x = full<double>({1000}, 1.0);
+  auto mask_of = [&](Generator& g) { return dropout(Variable<double>(x), 0.5, true, g).value(); };
+  Generator a(7), b(7), c(8);
+  Array<double> ma = mask_of(a), mb = mask_of(b), mc = mask_of(c);
+  CHECK(test::bitwise_equal(ma, mb));
+  CHECK_FALSE(test::bitwise_equal(ma, mc));
+  CHECK_FALSE(test::bitwise_equal(mask_of(a), ma));  // the stream moved on
+  Generator d(0);
+  d.set_state(7, 0);
+  CHECK(test::bitwise_equal(mask_of(d), ma));
+}
+
+TEST_CASE("dropout: identity without reserving draws in eval mode or with p = 0") {
+  Array<double> x = test::random_array<double>({3, 4}, 2);
+  Generator gen(5);
+  for (auto [p, training] : {std::pair{0.5, false}, std::pair{0.0, true}}) {
+    Variable<double> xv(x, true);
+    Variable<double> y = dropout(xv, p, training, gen);
+    CHECK(test::bitwise_equal(y.value(), x));
+    CHECK(gen.offset() == 0);
+    y.backward(full<double>({3, 4}, 2.0));
+    CHECK(test::bitwise_equal(xv.grad(), full<double>({3, 4}, 2.0)));
+  }
+}
+
+TEST_CASE("dropout: gradient is the same mask / (1 - p); gradcheck") {
+  Array<double> x = test::random_array<double>({4, 5}, 3);
+  Generator gen(9);
+  Variable<double> xv(x, true);
+  Variable<double> y = dropout(xv, 0.4, true, gen);
+  y.backward(full<double>({4, 5}, 1.0));
+  for (std::size_t i = 0; i < 20; ++i)
+    CHECK(xv.grad().data()[i] == (y.value().data()[i] == 0.0 ? 0.0 : 1.0 / 0.6));
+  test::check_grad(
+      [](const std::vector<Variable<double>>& v) {
+        Generator g(9);  // reseeded: every evaluation draws the same mask
+        return dropout(v[0], 0.4, true, g);
+      },
+      {x});
+}
+
+TEST_CASE("dropout: bitwise identical with 1 and 2 threads") {
+  const int saved = num_threads();
+  Array<float> x = test::random_array<float>({300, 700}, 4);
+  Array<float> y[2], gx[2];
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    Generator gen(3);
+    Variable<float> xv(x, true);
+    Variable<float> out = dropout(xv, 0.1, true, gen);
+    out.backward(x);
+    y[t - 1] = out.value();
+    gx[t - 1] = xv.grad();
+  }
+  set_num_threads(saved);
+  CHECK(test::bitwise_equal(y[0], y[1]));
+  CHECK(test::bitwise_equal(gx[0], gx[1]));
+}
+
+TEST_CASE("dropout: p outside [0, 1) throws ValueError") {
+  Variable<float> x(zeros<float>({2}));
+  Generator gen;
+  CHECK_THROWS_WITH_AS(dropout(x, 1.5, true, gen), doctest::Contains("dropout: probability p must be in [0, 1), got 1.5"), ValueError);
+  CHECK_THROWS_AS(dropout(x, -0.1, true, gen), ValueError);
+  CHECK_THROWS_AS(dropout(x, 1.0, false, gen), ValueError);
+}
