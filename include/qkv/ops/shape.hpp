@@ -8,6 +8,10 @@
 
 namespace qkv {
 
+/// `axis` in [-ndim, ndim) as an index in [0, ndim); otherwise ShapeError
+/// "op: axis 3 out of range for shape (2, 3)".
+std::size_t normalize_axis(int axis, const Shape& shape, const char* op);
+
 /// Same elements in a new shape; one entry may be -1 (inferred). Throws when sizes differ.
 template <class T> Variable<T> reshape(const Variable<T>& x, const std::vector<long>& shape);
 /// Swap two dimensions (negative counts from the end).

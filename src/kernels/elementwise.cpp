@@ -1,0 +1,237 @@
+#include "qkv/kernels/elementwise.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace qkv::kernels {
+
+BroadcastPlan broadcast_plan(const Shape& a, const Shape& b, const Shape& out) {
+  BroadcastPlan p;
+  p.n = numel(out);
+  const std::size_t rank = out.size();
+  // Per kept output dimension: whether a / b span it (else they repeat along it).
+  std::vector<std::pair<bool, bool>> full;
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1) continue;
+    const std::size_t da = d + a.size() >= rank ? a[d + a.size() - rank] : 1;
+    const std::size_t db = d + b.size() >= rank ? b[d + b.size() - rank] : 1;
+    const std::pair<bool, bool> f{da != 1, db != 1};
+    if (!full.empty() && full.back() == f) {
+      p.dims.back() *= out[d];
+    } else {
+      full.push_back(f);
+      p.dims.push_back(out[d]);
+    }
+  }
+  if (p.dims.empty()) {
+    p.dims = {1};
+    full.push_back({false, false});
+  }
+  p.stride_a.resize(p.dims.size());
+  p.stride_b.resize(p.dims.size());
+  std::size_t acc_a = 1, acc_b = 1;
+  for (std::size_t k = p.dims.size(); k-- > 0;) {
+    p.stride_a[k] = full[k].first ? acc_a : 0;
+    p.stride_b[k] = full[k].second ? acc_b : 0;
+    if (full[k].first) acc_a *= p.dims[k];
+    if (full[k].second) acc_b *= p.dims[k];
+  }
+  return p;
+}
+
+template <class T>
+void broadcast_to(const T* src, const Shape& src_shape, T* out, const Shape& out_shape, T scale) {
+  BroadcastPlan p = broadcast_plan(src_shape, src_shape, out_shape);
+  if (scale == T(1))
+    broadcast_map(src, src, out, p, [](T x, T) { return x; });
+  else
+    broadcast_map(src, src, out, p, [scale](T x, T) { return x * scale; });
+}
+
+template <class T>
+void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I) {
+  if (R == 0) {
+    std::fill(out, out + O * I, T(0));
+    return;
+  }
+  if (I == 1) {
+    // Contiguous rows. Blocks of kBlock values are summed left to right, then the block sums in
+    // order: the same additions whether rows or blocks are spread over threads, and a smaller
+    // rounding error than one running sum over a long row.
+    static constexpr std::size_t kBlock = 1024;
+    auto block_sum = [in, R](std::size_t o, std::size_t blk) {
+      const T* p = in + o * R + blk * kBlock;
+      const std::size_t len = std::min(kBlock, R - blk * kBlock);
+      T s = T(0);
+      for (std::size_t t = 0; t < len; ++t) s += p[t];
+      return s;
+    };
+    const std::size_t blocks = (R + kBlock - 1) / kBlock;
+    if (O == 1 && blocks > 1) {
+      std::vector<T> partial(blocks);
+#pragma omp parallel for schedule(static) if (R > kParallelMin)
+      for (long blk = 0; blk < long(blocks); ++blk) partial[std::size_t(blk)] = block_sum(0, std::size_t(blk));
+      T s = T(0);
+      for (T v : partial) s += v;
+      out[0] = s;
+    } else {
+#pragma omp parallel for schedule(static) if (O * R > kParallelMin)
+      for (long o = 0; o < long(O); ++o) {
+        T s = T(0);
+        for (std::size_t blk = 0; blk < blocks; ++blk) s += block_sum(std::size_t(o), blk);
+        out[o] = s;
+      }
+    }
+    return;
+  }
+  // Rows of I values: out[o, :] accumulates in[o, r, :] for r ascending, in column tiles so that
+  // threads can split (O, tile) pairs; the inner loop vectorises.
+  static constexpr std::size_t kTile = 64;
+  const std::size_t tiles = (I + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (O * R * I > kParallelMin)
+  for (long w = 0; w < long(O * tiles); ++w) {
+    const std::size_t o = std::size_t(w) / tiles, i0 = (std::size_t(w) % tiles) * kTile;
+    const std::size_t len = std::min(kTile, I - i0);
+    T* dst = out + o * I + i0;
+    const T* src = in + o * R * I + i0;
+    std::copy(src, src + len, dst);
+    for (std::size_t r = 1; r < R; ++r) {
+      const T* row = src + r * I;
+      for (std::size_t t = 0; t < len; ++t) dst[t] += row[t];
+    }
+  }
+}
+
+template <class T>
+void sum_axes(const T* in, const Shape& shape, const std::vector<bool>& reduce, T* out) {
+  // Collapse into alternating kept / reduced groups (size-1 dimensions do not matter), then sum
+  // one reduced group per pass, innermost first.
+  std::vector<std::size_t> sizes;
+  std::vector<bool> reduced;
+  std::size_t n_out = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!reduce[d]) n_out *= shape[d];
+    if (shape[d] == 1) continue;
+    if (!sizes.empty() && reduced.back() == reduce[d]) {
+      sizes.back() *= shape[d];
+    } else {
+      sizes.push_back(shape[d]);
+      reduced.push_back(reduce[d]);
+    }
+  }
+  if (numel(shape) == 0) {
+    std::fill(out, out + n_out, T(0));
+    return;
+  }
+  std::size_t passes = std::count(reduced.begin(), reduced.end(), true);
+  if (passes == 0) {
+    std::copy(in, in + n_out, out);
+    return;
+  }
+  Array<T> buffers[2];
+  const T* src = in;
+  for (std::size_t pass = 0; pass < passes; ++pass) {
+    std::size_t k = reduced.size();
+    while (!reduced[--k]) {
+    }
+    std::size_t O = 1, I = 1;
+    for (std::size_t q = 0; q < k; ++q) O *= sizes[q];
+    for (std::size_t q = k + 1; q < sizes.size(); ++q) I *= sizes[q];
+    T* dst = out;
+    if (pass + 1 < passes) {
+      buffers[pass % 2] = Array<T>::from_shape({O * I});
+      dst = buffers[pass % 2].data();
+    }
+    sum_middle(src, dst, O, sizes[k], I);
+    src = dst;
+    sizes.erase(sizes.begin() + long(k));
+    reduced.erase(reduced.begin() + long(k));
+  }
+}
+
+template <class T>
+void max_middle(const T* in, T* out, std::int64_t* arg, std::size_t O, std::size_t R, std::size_t I) {
+#pragma omp parallel for schedule(static) if (O * R * I > kParallelMin)
+  for (long w = 0; w < long(O * I); ++w) {
+    const std::size_t o = std::size_t(w) / I, i = std::size_t(w) % I;
+    const T* p = in + o * R * I + i;
+    T best = p[0];
+    std::size_t at = 0;
+    for (std::size_t r = 1; r < R && !std::isnan(best); ++r) {
+      const T v = p[r * I];
+      if (v > best || std::isnan(v)) {
+        best = v;
+        at = r;
+      }
+    }
+    out[w] = best;
+    arg[w] = std::int64_t(at);
+  }
+}
+
+template <class T>
+void copy_rows(const T* src, std::size_t src_stride, T* dst, std::size_t dst_stride, std::size_t O,
+               std::size_t len) {
+#pragma omp parallel for schedule(static) if (O * len > kParallelMin)
+  for (long o = 0; o < long(O); ++o)
+    std::memcpy(dst + std::size_t(o) * dst_stride, src + std::size_t(o) * src_stride, len * sizeof(T));
+}
+
+template <class T>
+void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& perm, T* out) {
+  // Input strides seen in output order, with size-1 dimensions dropped and output neighbours
+  // that are also neighbours in the input merged: (B, T, H, D) -> (B, H, T, D) keeps D as a
+  // contiguous inner run.
+  Shape in_strides(shape.size());
+  std::size_t acc = 1;
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    in_strides[d] = acc;
+    acc *= shape[d];
+  }
+  Shape dims, strides;
+  for (std::size_t i = 0; i < perm.size(); ++i) {
+    const std::size_t size = shape[perm[i]], stride = in_strides[perm[i]];
+    if (size == 1) continue;
+    if (!dims.empty() && strides.back() == stride * size) {
+      dims.back() *= size;
+      strides.back() = stride;
+    } else {
+      dims.push_back(size);
+      strides.push_back(stride);
+    }
+  }
+  const std::size_t n = numel(shape);
+  if (dims.empty()) {
+    std::copy(in, in + n, out);
+    return;
+  }
+  const std::size_t rank = dims.size(), inner = dims.back(), s_inner = strides.back();
+  const std::size_t rows = n / inner;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (long r = 0; r < long(rows); ++r) {
+    std::size_t row = std::size_t(r), offset = 0;
+    for (std::size_t k = rank - 1; k-- > 0;) {
+      offset += (row % dims[k]) * strides[k];
+      row /= dims[k];
+    }
+    const T* src = in + offset;
+    T* dst = out + std::size_t(r) * inner;
+    if (s_inner == 1)
+      std::memcpy(dst, src, inner * sizeof(T));
+    else
+      for (std::size_t t = 0; t < inner; ++t) dst[t] = src[t * s_inner];
+  }
+}
+
+#define QKV_INSTANTIATE(T)                                                                          \
+  template void broadcast_to<T>(const T*, const Shape&, T*, const Shape&, T);                       \
+  template void sum_middle<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                 \
+  template void sum_axes<T>(const T*, const Shape&, const std::vector<bool>&, T*);                  \
+  template void max_middle<T>(const T*, T*, std::int64_t*, std::size_t, std::size_t, std::size_t);  \
+  template void copy_rows<T>(const T*, std::size_t, T*, std::size_t, std::size_t, std::size_t);     \
+  template void permute<T>(const T*, const Shape&, const std::vector<std::size_t>&, T*);
+QKV_INSTANTIATE(float)
+QKV_INSTANTIATE(double)
+#undef QKV_INSTANTIATE
+
+}  // namespace qkv::kernels
