@@ -1,0 +1,68 @@
+#include "qkv/ops/embedding.hpp"
+
+#include <algorithm>
+
+namespace qkv {
+namespace {
+
+// "(1, 3)": the multi-index of flat position `flat` in `shape`.
+std::string position_str(const IndexArray::shape_type& shape, std::size_t flat) {
+  std::vector<std::size_t> idx(shape.size());
+  for (std::size_t d = shape.size(); d-- > 0;) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_str(Shape(idx.begin(), idx.end()));
+}
+
+constexpr std::size_t kColBlock = 16;  // weight-gradient columns per task
+
+}  // namespace
+
+template <class T>
+Variable<T> embedding(const Variable<T>& weight, const IndexArray& ids) {
+  if (weight.ndim() != 2)
+    throw ShapeError("embedding: weight of shape " + shape_str(weight.shape()) + " is not a (V, C) matrix");
+  const std::size_t V = weight.dim(0), C = weight.dim(1), n = ids.size();
+  const Index* id = ids.data();
+  for (std::size_t i = 0; i < n; ++i)
+    if (id[i] < 0 || std::size_t(id[i]) >= V)
+      throw ValueError("embedding: id " + std::to_string(id[i]) + " at position " + position_str(ids.shape(), i) +
+                       " of ids " + shape_str(ids.shape()) + " is outside the vocabulary [0, " + std::to_string(V) + ")");
+
+  Shape out_shape(ids.shape().begin(), ids.shape().end());
+  out_shape.push_back(C);
+  Array<T> out = Array<T>::from_shape(out_shape);
+  const T* W = weight.data();
+  T* O = out.data();
+#pragma omp parallel for schedule(static) if (n * C >= 32768)
+  for (long i = 0; i < long(n); ++i) std::copy_n(W + std::size_t(id[i]) * C, C, O + std::size_t(i) * C);
+
+  return record_op<T>("embedding", std::move(out), needs_grad(weight), [weight, ids, V, C](const Array<T>& gy) {
+    // out[i] = weight[id_i], so dweight[v] = sum of dout[i] over the positions i with id_i = v.
+    // Several positions may share an id, so threads split the columns, not the positions: each
+    // thread adds every position, in order, into its own columns -- the same sums in the same order
+    // for any thread count.
+    Array<T> gw = zeros<T>({V, C});
+    const Index* id = ids.data();
+    const std::size_t n = ids.size();
+    const T* G = gy.data();
+    T* GW = gw.data();
+    const long blocks = long((C + kColBlock - 1) / kColBlock);
+#pragma omp parallel for schedule(static) if (n * C >= 32768)
+    for (long b = 0; b < blocks; ++b) {
+      const std::size_t j0 = std::size_t(b) * kColBlock, j1 = std::min(C, j0 + kColBlock);
+      for (std::size_t i = 0; i < n; ++i) {
+        T* dst = GW + std::size_t(id[i]) * C;
+        const T* src = G + i * C;
+        for (std::size_t j = j0; j < j1; ++j) dst[j] += src[j];
+      }
+    }
+    weight.accumulate_grad(std::move(gw), "embedding");
+  });
+}
+
+template Variable<float> embedding(const Variable<float>&, const IndexArray&);
+template Variable<double> embedding(const Variable<double>&, const IndexArray&);
+
+}  // namespace qkv
