@@ -1,5 +1,6 @@
 #include "qkv/tensor/allocator.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -29,6 +30,13 @@ Pool& the_pool() {
 
 std::size_t rounded(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+// Called with the pool's mutex held.
+void count_allocation(Stats& s, std::size_t bytes) {
+  s.in_use_bytes += bytes;
+  s.peak_in_use_bytes = std::max(s.peak_in_use_bytes, s.in_use_bytes);
+  s.largest_request = std::max<std::uint64_t>(s.largest_request, bytes);
+}
+
 void* system_allocate(std::size_t bytes) {
   void* p = std::aligned_alloc(kAlign, bytes == 0 ? kAlign : bytes);
   if (!p) throw std::bad_alloc();
@@ -39,13 +47,18 @@ void* system_allocate(std::size_t bytes) {
 
 void* allocate(std::size_t bytes) {
   bytes = rounded(bytes);
+  Pool& pool = the_pool();
 #ifdef QKV_SANITIZE
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    count_allocation(pool.stats, bytes);
+  }
   return system_allocate(bytes);
 #else
-  Pool& pool = the_pool();
   {
     std::lock_guard<std::mutex> lock(pool.mutex);
     ++pool.stats.requests;
+    count_allocation(pool.stats, bytes);
     auto it = pool.free_lists.find(bytes);
     if (it != pool.free_lists.end() && !it->second.empty()) {
       void* p = it->second.back();
@@ -61,13 +74,18 @@ void* allocate(std::size_t bytes) {
 
 void deallocate(void* p, std::size_t bytes) noexcept {
   if (!p) return;
-#ifdef QKV_SANITIZE
-  std::free(p);
-#else
   bytes = rounded(bytes);
   Pool& pool = the_pool();
+#ifdef QKV_SANITIZE
   {
     std::lock_guard<std::mutex> lock(pool.mutex);
+    pool.stats.in_use_bytes -= bytes;
+  }
+  std::free(p);
+#else
+  {
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    pool.stats.in_use_bytes -= bytes;
     if (pool.stats.cached_bytes + bytes <= kMaxCachedBytes) {
       try {
         pool.free_lists[bytes].push_back(p);
@@ -86,6 +104,13 @@ Stats stats() {
   Pool& pool = the_pool();
   std::lock_guard<std::mutex> lock(pool.mutex);
   return pool.stats;
+}
+
+void reset_peak() {
+  Pool& pool = the_pool();
+  std::lock_guard<std::mutex> lock(pool.mutex);
+  pool.stats.peak_in_use_bytes = pool.stats.in_use_bytes;
+  pool.stats.largest_request = 0;
 }
 
 void release_cached() {

@@ -25,8 +25,14 @@ struct Stats {
   std::uint64_t requests = 0;
   std::uint64_t system_allocations = 0;
   std::uint64_t cached_bytes = 0;
+  std::uint64_t in_use_bytes = 0;       ///< bytes of the blocks handed out and not yet returned
+  std::uint64_t peak_in_use_bytes = 0;  ///< highest in_use_bytes since start or reset_peak()
+  std::uint64_t largest_request = 0;    ///< largest block requested since start or reset_peak()
 };
 Stats stats();
+/// Restart peak_in_use_bytes (from the current in_use_bytes) and largest_request, to measure
+/// the memory of one computation.
+void reset_peak();
 /// Free every cached block back to the system.
 void release_cached();
 }  // namespace pool

@@ -1,0 +1,68 @@
+#pragma once
+/// @file
+/// Fused scaled dot-product attention (FlashAttention-style, on the CPU), forward and backward.
+///
+///   S = scale * Q K^T + bias, S[i,j] = -inf where not allowed (mask false, or j > i when causal)
+///   P = softmax(S) row by row;  Pd = P * keep / (1 - p) (dropout);  O = Pd V
+///
+/// The forward visits keys block by block with an online softmax (running row maximum m, running
+/// sum l, accumulator rescaled by exp(m_old - m_new)) and keeps one log-sum-exp per query row,
+/// lse = m + log l. The backward recomputes P = exp(S - lse) block by block. Memory beyond the
+/// inputs and outputs is a few blocks per thread: no Tq x Tk buffer unless weights are requested.
+///
+/// A query row with no allowed key gets O = 0 and lse = +inf (so the backward gives it zero
+/// gradients), never NaN.
+///
+/// Dropout: element (b, h, i, j) is dropped iff uniform_at(seed, first + ((b*H + h)*Tq + i)*Tk + j)
+/// < p, the mask qkv::dropout draws on a (B, H, Tq, Tk) tensor with the same generator state.
+///
+/// Results do not depend on the number of threads (bitwise).
+
+#include <cstddef>
+#include <cstdint>
+
+namespace qkv::kernels {
+
+/// Element strides of a mask broadcast to (B, H, Tq, Tk): element (b, h, i, j) is at
+/// ptr[b*b_ + h*h_ + i*i_ + j*j_]; a stride of 0 broadcasts that dimension.
+struct Strides4 {
+  std::size_t b = 0, h = 0, i = 0, j = 0;
+};
+
+/// The masks of one attention call; all optional (nullptr / false).
+template <class T>
+struct AttentionMasks {
+  const bool* allowed = nullptr;  ///< true = may attend
+  Strides4 allowed_strides;
+  const T* bias = nullptr;        ///< added to the scaled scores
+  Strides4 bias_strides;
+  bool causal = false;            ///< key j allowed only when j <= i (top-left aligned)
+};
+
+/// Dropout on the weights: p == 0 disables it.
+struct AttentionDropout {
+  double p = 0.0;
+  std::uint64_t seed = 0;
+  std::uint64_t first = 0;  ///< first counter, from Generator::reserve(B*H*Tq*Tk)
+};
+
+/// Forward.
+/// out (B, H, Tq, Dv), lse (B, H, Tq), weights (B, H, Tq, Tk) or nullptr (then never computed);
+/// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); all contiguous row-major.
+/// weights = Pd (after dropout, as PyTorch returns them).
+template <class T>
+void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
+                       const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
+                       std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
+                       std::size_t Dv);
+
+/// Backward: writes (assigns, does not add) dq (B, H, Tq, D), dk (B, H, Tk, D), dv (B, H, Tk, Dv);
+/// any of them may be nullptr (not computed). dout, out (B, H, Tq, Dv) and lse (B, H, Tq) are the
+/// upstream gradient and the forward's outputs; the masks, dropout and scale those of the forward.
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const T* out, const T* lse, const AttentionMasks<T>& masks,
+                        const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv);
+
+}  // namespace qkv::kernels

@@ -1,0 +1,278 @@
+#include "qkv/kernels/attention.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "qkv/kernels/blas.hpp"
+#include "qkv/tensor/allocator.hpp"
+#include "qkv/tensor/random.hpp"
+
+namespace qkv::kernels {
+namespace {
+
+// Query rows and keys per block. A block of scores is kBq x kBk (32 KB in float): it stays in L2
+// next to the Q, K and V blocks, and the GEMMs on it are large enough for BLAS to run near peak.
+constexpr std::size_t kBq = 64;
+constexpr std::size_t kBk = 128;
+
+// Per-thread scratch from the tensor pool, so that memory measurements of the pool see it too.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(std::size_t n) : n_(n), p_(static_cast<T*>(pool::allocate(n * sizeof(T)))) {}
+  ~Scratch() { pool::deallocate(p_, n_ * sizeof(T)); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* get() const { return p_; }
+
+ private:
+  std::size_t n_;
+  T* p_;
+};
+
+// The block of scores for query rows q0..q0+nq and keys k0..k0+nk of head (b, h):
+// S = scale * Q K^T + bias, -inf where not allowed. S has row stride kBk; Q and K point at the
+// block's first row.
+template <class T>
+void score_block(T* S, const T* Q, const T* K, const AttentionMasks<T>& m, T scale, std::size_t b,
+                 std::size_t h, std::size_t q0, std::size_t nq, std::size_t k0, std::size_t nk,
+                 std::size_t D) {
+  gemm_serial<T>(false, true, nq, nk, D, scale, Q, D, K, D, T(0), S, kBk);
+  if (!m.allowed && !m.bias && !m.causal) return;
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const Strides4& as = m.allowed_strides;
+  const Strides4& bs = m.bias_strides;
+  for (std::size_t r = 0; r < nq; ++r) {
+    const std::size_t i = q0 + r;
+    T* s = S + r * kBk;
+    const bool* allowed = m.allowed ? m.allowed + b * as.b + h * as.h + i * as.i : nullptr;
+    const T* bias = m.bias ? m.bias + b * bs.b + h * bs.h + i * bs.i : nullptr;
+    for (std::size_t c = 0; c < nk; ++c) {
+      const std::size_t j = k0 + c;
+      if ((m.causal && j > i) || (allowed && !allowed[j * as.j]))
+        s[c] = kNegInf;
+      else if (bias)
+        s[c] += bias[j * bs.j];
+    }
+  }
+}
+
+// Dropout factor of element (b, h, i, j): 0 if dropped, else 1 / (1 - p).
+struct DropoutMask {
+  const AttentionDropout& d;
+  std::size_t H, Tq, Tk;
+  std::uint64_t row_counter(std::size_t b, std::size_t h, std::size_t i) const {
+    return d.first + ((std::uint64_t(b) * H + h) * Tq + i) * Tk;
+  }
+  bool dropped(std::uint64_t counter) const { return uniform_at(d.seed, counter) < d.p; }
+};
+
+// Keys a causal block of queries q0..q0+nq can see: j <= q0 + nq - 1.
+std::size_t key_end(bool causal, std::size_t q0, std::size_t nq, std::size_t Tk) {
+  return causal ? std::min(Tk, q0 + nq) : Tk;
+}
+
+}  // namespace
+
+template <class T>
+void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
+                       const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
+                       std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
+                       std::size_t Dv) {
+  // q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv) -> out (B,H,Tq,Dv), lse (B,H,Tq),
+  // weights (B,H,Tq,Tk) when not null. One task per (b, h, block of kBq queries): each writes
+  // its own rows of out, lse and weights.
+  constexpr T kInf = std::numeric_limits<T>::infinity();
+  const std::size_t n_qblocks = (Tq + kBq - 1) / kBq;
+  const bool drop = dropout.p > 0;
+  const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
+  const DropoutMask dm{dropout, H, Tq, Tk};
+#pragma omp parallel
+  {
+    Scratch<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq);
+    T* S = S_buf.get();
+    T* m = m_buf.get();
+    T* l = l_buf.get();
+#pragma omp for collapse(3) schedule(dynamic)
+    for (long b = 0; b < long(B); ++b)
+      for (long h = 0; h < long(H); ++h)
+        for (long qb = 0; qb < long(n_qblocks); ++qb) {
+          const std::size_t bh = std::size_t(b) * H + std::size_t(h);
+          const std::size_t q0 = std::size_t(qb) * kBq, nq = std::min(kBq, Tq - q0);
+          const T* Q = q + (bh * Tq + q0) * D;
+          const T* K = k + bh * Tk * D;
+          const T* V = v + bh * Tk * Dv;
+          T* O = out + (bh * Tq + q0) * Dv;
+          T* L = lse + bh * Tq + q0;
+          std::fill(O, O + nq * Dv, T(0));
+          std::fill(m, m + nq, -kInf);
+          std::fill(l, l + nq, T(0));
+          const std::size_t k_end = key_end(masks.causal, q0, nq, Tk);
+
+          for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
+            const std::size_t nk = std::min(kBk, k_end - k0);
+            score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
+            for (std::size_t r = 0; r < nq; ++r) {
+              T* s = S + r * kBk;
+              T m_new = m[r];
+              for (std::size_t c = 0; c < nk; ++c) m_new = std::max(m_new, s[c]);
+              if (m_new == -kInf) {  // no allowed key so far: this block adds nothing to the row
+                std::fill(s, s + nk, T(0));
+                continue;
+              }
+              // Online softmax: rescale what was accumulated against the old maximum.
+              const T alpha = std::exp(m[r] - m_new);  // 0 when m[r] was -inf
+              T sum = 0;
+              for (std::size_t c = 0; c < nk; ++c) {
+                s[c] = std::exp(s[c] - m_new);
+                sum += s[c];
+              }
+              l[r] = l[r] * alpha + sum;  // the normaliser counts dropped weights too
+              m[r] = m_new;
+              if (alpha != T(1))
+                for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha;
+              if (drop) {
+                const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
+                for (std::size_t c = 0; c < nk; ++c) s[c] = dm.dropped(ctr + c) ? T(0) : s[c] * keep_scale;
+              }
+            }
+            gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
+          }
+          for (std::size_t r = 0; r < nq; ++r) {
+            if (l[r] > T(0)) {
+              const T inv = T(1) / l[r];
+              for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= inv;
+              L[r] = m[r] + std::log(l[r]);
+            } else {
+              L[r] = kInf;  // fully masked: O stayed 0, and exp(S - lse) = 0 in the backward
+            }
+          }
+
+          if (!weights) continue;
+          // Second pass, only when the weights are wanted: now that lse is known,
+          // Pd = exp(S - lse) * keep / (1 - p), written straight into the (Tq, Tk) rows.
+          T* W = weights + (bh * Tq + q0) * Tk;
+          for (std::size_t k0 = 0; k0 < Tk; k0 += kBk) {
+            const std::size_t nk = std::min(kBk, Tk - k0);
+            if (k0 >= k_end) {
+              for (std::size_t r = 0; r < nq; ++r) std::fill(W + r * Tk + k0, W + r * Tk + k0 + nk, T(0));
+              continue;
+            }
+            score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
+            for (std::size_t r = 0; r < nq; ++r) {
+              const T* s = S + r * kBk;
+              T* w = W + r * Tk + k0;
+              const std::uint64_t ctr = drop ? dm.row_counter(b, h, q0 + r) + k0 : 0;
+              for (std::size_t c = 0; c < nk; ++c) {
+                const T p = std::exp(s[c] - L[r]);
+                w[c] = !drop ? p : dm.dropped(ctr + c) ? T(0) : p * keep_scale;
+              }
+            }
+          }
+        }
+  }
+}
+
+template <class T>
+void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                        const T* out, const T* lse, const AttentionMasks<T>& masks,
+                        const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv) {
+  // dout, out (B,H,Tq,Dv), lse (B,H,Tq), q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv)
+  //   -> dq (B,H,Tq,D), dk (B,H,Tk,D), dv (B,H,Tk,Dv).
+  // dK and dV sum over every query of a head, so one task is a whole (b, h): each thread owns
+  // the dq, dk, dv slices it writes, and sums in a fixed order.
+  //
+  // In the forward pass O = Pd V with Pd = P * keep / (1 - p) and P = softmax(S), so
+  //   dV = Pd^T dO,  dPd = dO V^T,  dP = dPd * keep / (1 - p),
+  //   dS = P * (dP - Delta) with Delta_i = sum_j P_ij dP_ij = sum_j Pd_ij dPd_ij = dO_i . O_i,
+  //   and S = scale Q K^T (+ bias) gives dQ = scale dS K, dK = scale dS^T Q.
+  const bool drop = dropout.p > 0;
+  const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
+  const DropoutMask dm{dropout, H, Tq, Tk};
+  const std::size_t n_qblocks = (Tq + kBq - 1) / kBq;
+  const bool need_ds = dq || dk;
+#pragma omp parallel
+  {
+    Scratch<T> P_buf(kBq * kBk), G_buf(kBq * kBk), delta_buf(kBq);
+    T* P = P_buf.get();  // P, then dS
+    T* G = G_buf.get();  // Pd, then dPd
+    T* delta = delta_buf.get();
+#pragma omp for collapse(2) schedule(dynamic)
+    for (long b = 0; b < long(B); ++b)
+      for (long h = 0; h < long(H); ++h) {
+        const std::size_t bh = std::size_t(b) * H + std::size_t(h);
+        const T* K = k + bh * Tk * D;
+        const T* V = v + bh * Tk * Dv;
+        T* dQ = dq ? dq + bh * Tq * D : nullptr;
+        T* dK = dk ? dk + bh * Tk * D : nullptr;
+        T* dV = dv ? dv + bh * Tk * Dv : nullptr;
+        if (dQ) std::fill(dQ, dQ + Tq * D, T(0));
+        if (dK) std::fill(dK, dK + Tk * D, T(0));
+        if (dV) std::fill(dV, dV + Tk * Dv, T(0));
+
+        for (std::size_t qb = 0; qb < n_qblocks; ++qb) {
+          const std::size_t q0 = qb * kBq, nq = std::min(kBq, Tq - q0);
+          const T* Q = q + (bh * Tq + q0) * D;
+          const T* dO = dout + (bh * Tq + q0) * Dv;
+          const T* O = out + (bh * Tq + q0) * Dv;
+          const T* L = lse + bh * Tq + q0;
+          for (std::size_t r = 0; r < nq; ++r) {
+            T d = 0;
+            for (std::size_t c = 0; c < Dv; ++c) d += dO[r * Dv + c] * O[r * Dv + c];
+            delta[r] = d;
+          }
+          const std::size_t k_end = key_end(masks.causal, q0, nq, Tk);
+
+          for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
+            const std::size_t nk = std::min(kBk, k_end - k0);
+            score_block(P, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
+            for (std::size_t r = 0; r < nq; ++r) {
+              T* p = P + r * kBk;
+              for (std::size_t c = 0; c < nk; ++c) p[c] = std::exp(p[c] - L[r]);
+            }
+            if (dV) {
+              const T* Pd = P;
+              if (drop) {
+                for (std::size_t r = 0; r < nq; ++r) {
+                  const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
+                  for (std::size_t c = 0; c < nk; ++c)
+                    G[r * kBk + c] = dm.dropped(ctr + c) ? T(0) : P[r * kBk + c] * keep_scale;
+                }
+                Pd = G;
+              }
+              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv, Dv);
+            }
+            if (!need_ds) continue;
+            gemm_serial<T>(false, true, nq, nk, Dv, T(1), dO, Dv, V + k0 * Dv, Dv, T(0), G, kBk);
+            for (std::size_t r = 0; r < nq; ++r) {
+              T* p = P + r * kBk;
+              const T* g = G + r * kBk;
+              const std::uint64_t ctr = drop ? dm.row_counter(b, h, q0 + r) + k0 : 0;
+              for (std::size_t c = 0; c < nk; ++c) {
+                const T dp = !drop ? g[c] : dm.dropped(ctr + c) ? T(0) : g[c] * keep_scale;
+                p[c] = p[c] * (dp - delta[r]);
+              }
+            }
+            if (dQ) gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1), dQ + q0 * D, D);
+            if (dK) gemm_serial<T>(true, false, nk, D, nq, scale, P, kBk, Q, D, T(1), dK + k0 * D, D);
+          }
+        }
+      }
+  }
+}
+
+#define QKV_INSTANTIATE(T)                                                                           \
+  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*,                      \
+                                     const AttentionMasks<T>&, const AttentionDropout&, T,           \
+                                     std::size_t, std::size_t, std::size_t, std::size_t,             \
+                                     std::size_t, std::size_t);                                      \
+  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, \
+                                      const T*, const AttentionMasks<T>&, const AttentionDropout&,   \
+                                      T, std::size_t, std::size_t, std::size_t, std::size_t,         \
+                                      std::size_t, std::size_t);
+QKV_INSTANTIATE(float)
+QKV_INSTANTIATE(double)
+
+}  // namespace qkv::kernels

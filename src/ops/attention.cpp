@@ -1,0 +1,126 @@
+#include "qkv/ops/attention.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "qkv/kernels/attention.hpp"
+
+namespace qkv {
+namespace {
+
+constexpr const char* kOp = "scaled_dot_product_attention";
+
+// Sizes of one call: q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv).
+struct Dims {
+  std::size_t B, H, Tq, Tk, D, Dv;
+  Shape scores() const { return {B, H, Tq, Tk}; }
+};
+
+template <class T>
+Dims check_shapes(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v) {
+  const Shape &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
+  const bool ok = sq.size() == 4 && sk.size() == 4 && sv.size() == 4 && sk[0] == sq[0] && sv[0] == sq[0] &&
+                  sk[1] == sq[1] && sv[1] == sq[1] && sk[3] == sq[3] && sv[2] == sk[2];
+  if (!ok)
+    throw ShapeError(std::string(kOp) + ": expected q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); got q " +
+                     shape_str(sq) + ", k " + shape_str(sk) + ", v " + shape_str(sv));
+  return {sq[0], sq[1], sq[2], sk[2], sq[3], sv[3]};
+}
+
+// Strides that read a mask of shape `shape` as if broadcast (NumPy rules) to `target` (rank 4).
+kernels::Strides4 broadcast_strides(const Shape& shape, const Shape& target, const char* name) {
+  std::size_t strides[4] = {0, 0, 0, 0};
+  bool ok = shape.size() <= 4;
+  std::size_t stride = 1;
+  for (std::size_t d = shape.size(); ok && d-- > 0;) {
+    const std::size_t t = 4 - shape.size() + d;
+    if (shape[d] == target[t])
+      strides[t] = target[t] == 1 ? 0 : stride;
+    else if (shape[d] != 1)
+      ok = false;
+    stride *= shape[d];
+  }
+  if (!ok)
+    throw ShapeError(std::string(kOp) + ": " + name + " mask of shape " + shape_str(shape) +
+                     " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target));
+  return {strides[0], strides[1], strides[2], strides[3]};
+}
+
+template <class T>
+kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causal, const Dims& dims) {
+  kernels::AttentionMasks<T> m;
+  m.causal = causal;
+  if (mask.allowed) {
+    m.allowed = mask.allowed->data();
+    m.allowed_strides = broadcast_strides(Shape(mask.allowed->shape().begin(), mask.allowed->shape().end()),
+                                          dims.scores(), "boolean");
+  }
+  if (mask.bias) {
+    m.bias = mask.bias->data();
+    m.bias_strides = broadcast_strides(mask.bias->shape(), dims.scores(), "float");
+  }
+  return m;
+}
+
+template <class T>
+AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
+                         const AttentionMask<T>& mask, const AttentionOptions& opt, const Dims& n, T scale) {
+  kernels::AttentionDropout drop;
+  if (opt.dropout_p > 0) {
+    Generator& gen = opt.generator ? *opt.generator : default_generator();
+    drop = {opt.dropout_p, gen.seed(), gen.reserve(n.B * n.H * n.Tq * n.Tk)};
+  }
+  Array<T> out = Array<T>::from_shape({n.B, n.H, n.Tq, n.Dv});
+  Array<T> lse = Array<T>::from_shape({n.B, n.H, n.Tq});
+  Array<T> weights;
+  if (opt.need_weights) weights = Array<T>::from_shape(n.scores());
+  kernels::attention_forward<T>(out.data(), lse.data(), opt.need_weights ? weights.data() : nullptr, q.data(),
+                                k.data(), v.data(), kernel_masks(mask, opt.is_causal, n), drop, scale, n.B, n.H,
+                                n.Tq, n.Tk, n.D, n.Dv);
+
+  AttentionOutput<T> result;
+  if (opt.need_weights) result.weights = Variable<T>(std::move(weights));
+  const bool grad = needs_grad(q, k, v);
+  Array<T> saved_out = grad ? out : Array<T>();
+  result.output = record_op<T>(
+      kOp, std::move(out), grad,
+      [q, k, v, mask, causal = opt.is_causal, drop, scale, n, o = std::move(saved_out),
+       lse = std::move(lse)](const Array<T>& gout) {
+        // The kernel recomputes the weights block by block from the saved log-sum-exp.
+        Array<T> gq, gk, gv;
+        if (q.requires_grad()) gq = Array<T>::from_shape(q.shape());
+        if (k.requires_grad()) gk = Array<T>::from_shape(k.shape());
+        if (v.requires_grad()) gv = Array<T>::from_shape(v.shape());
+        kernels::attention_backward<T>(q.requires_grad() ? gq.data() : nullptr,
+                                       k.requires_grad() ? gk.data() : nullptr,
+                                       v.requires_grad() ? gv.data() : nullptr, gout.data(), q.data(), k.data(),
+                                       v.data(), o.data(), lse.data(), kernel_masks(mask, causal, n), drop, scale,
+                                       n.B, n.H, n.Tq, n.Tk, n.D, n.Dv);
+        if (q.requires_grad()) q.accumulate_grad(std::move(gq), kOp);
+        if (k.requires_grad()) k.accumulate_grad(std::move(gk), kOp);
+        if (v.requires_grad()) v.accumulate_grad(std::move(gv), kOp);
+      });
+  return result;
+}
+
+}  // namespace
+
+template <class T>
+AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
+                                                const AttentionMask<T>& mask, const AttentionOptions& options) {
+  const Dims n = check_shapes(q, k, v);
+  kernel_masks(mask, options.is_causal, n);  // validates the mask shapes
+  if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
+    throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1), got " + std::to_string(options.dropout_p));
+  const T scale = options.scale ? T(*options.scale) : T(1.0 / std::sqrt(double(n.D)));
+  return fused(q, k, v, mask, options, n, scale);
+}
+
+template AttentionOutput<float> scaled_dot_product_attention(const Variable<float>&, const Variable<float>&,
+                                                             const Variable<float>&, const AttentionMask<float>&,
+                                                             const AttentionOptions&);
+template AttentionOutput<double> scaled_dot_product_attention(const Variable<double>&, const Variable<double>&,
+                                                              const Variable<double>&, const AttentionMask<double>&,
+                                                              const AttentionOptions&);
+
+}  // namespace qkv
