@@ -1,0 +1,99 @@
+#pragma once
+/// @file
+/// Optimizer: the base of SGD, Adam and AdamW. Parameters come in groups, each with its own lr
+/// and weight decay; per-parameter buffers (momentum, Adam moments) live here, by name, so that
+/// state_dict()/load_state_dict() are written once for every optimizer.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/autograd/variable.hpp"
+#include "qkv/nn/module.hpp"
+
+namespace qkv::optim {
+
+/// Parameters that share an lr and a weight decay.
+template <class T>
+struct ParamGroup {
+  std::vector<std::pair<std::string, Variable<T>>> params;  ///< dotted names from named_parameters()
+  double lr = 1e-3;
+  double weight_decay = 0.0;
+};
+
+/// Split named parameters into two groups, {decay, no-decay}, both with `lr`: the decay group gets
+/// `weight_decay`, the no-decay group 0. No decay for: biases (name ends in "bias"), norm weights
+/// (the owning module's name contains "norm" or starts with "ln") and every parameter of rank <= 1.
+/// Order within each group follows `named`. Either group may be empty.
+template <class T>
+std::vector<ParamGroup<T>> param_groups_no_decay_for_bias_and_norm(
+    const std::vector<std::pair<std::string, Variable<T>>>& named, double lr, double weight_decay);
+
+/// What an optimizer saves: its step count and its buffers, named "<buffer>/<param dotted name>"
+/// (e.g. "exp_avg/blocks.0.attn.w_q.weight"), in group then parameter order.
+template <class T>
+struct OptimizerState {
+  std::int64_t step = 0;
+  nn::StateDict<T> tensors;
+};
+
+template <class T>
+class Optimizer {
+ public:
+  virtual ~Optimizer();
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  /// One update of every parameter that has a gradient (parameters without one are skipped and
+  /// their buffers left unchanged, like torch). Counts one step.
+  virtual void step() = 0;
+  /// Forget the gradient of every parameter.
+  void zero_grad();
+  /// Set the lr of every group (schedules call this before each step).
+  void set_lr(double lr);
+  /// The lr of group 0.
+  double lr() const;
+  /// Number of step() calls so far (restored by load_state_dict).
+  std::int64_t steps() const { return step_; }
+  const std::vector<ParamGroup<T>>& groups() const { return groups_; }
+  /// Optimizer name for messages ("SGD", "Adam", "AdamW").
+  const std::string& name() const { return name_; }
+
+  /// Copies of the step count and every buffer.
+  virtual OptimizerState<T> state_dict() const;
+  /// Restore a state_dict() of an optimizer of the same kind over the same parameter names and
+  /// shapes. Throws ValueError naming every missing, unexpected or misshaped buffer (and a
+  /// negative step); nothing is changed then.
+  virtual void load_state_dict(const OptimizerState<T>& state);
+
+ protected:
+  /// Checks the groups: at least one, lr >= 0, weight_decay >= 0, no name or parameter twice.
+  Optimizer(std::vector<ParamGroup<T>> groups, std::string name);
+  /// Register a buffer named `name`: one zero tensor shaped like each parameter. Returns its id.
+  std::size_t add_buffer(const std::string& name);
+  /// Buffer `id` of parameter `index` (parameters counted over groups, in order).
+  Array<T>& buffer(std::size_t id, std::size_t index) { return buffers_[id][index]; }
+
+  /// Call f(group, index, param) for every parameter that has a gradient; `index` counts every
+  /// parameter over groups, in order (the buffer index).
+  template <class F>
+  void for_each_with_grad(F&& f) {
+    std::size_t index = 0;
+    for (const ParamGroup<T>& g : groups_)
+      for (const auto& [name, p] : g.params) {
+        if (p.has_grad()) f(g, index, p);
+        ++index;
+      }
+  }
+
+  std::int64_t step_ = 0;
+
+ private:
+  std::vector<ParamGroup<T>> groups_;
+  std::string name_;
+  std::vector<std::string> buffer_names_;
+  std::vector<std::vector<Array<T>>> buffers_;  // [buffer id][parameter index]
+};
+
+}  // namespace qkv::optim

@@ -1,0 +1,114 @@
+#include "qkv/optim/adam.hpp"
+
+#include <cmath>
+
+#include "for_elements.hpp"
+
+namespace qkv::optim {
+namespace {
+
+template <class O>
+void check(const O& o, const char* name) {
+  auto bad = [&](const std::string& what, double v) {
+    throw ValueError(std::string(name) + ": option " + what + ", got " + std::to_string(v));
+  };
+  if (!(o.lr >= 0)) bad("lr must be >= 0", o.lr);
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) bad("beta1 must be in [0, 1)", o.beta1);
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) bad("beta2 must be in [0, 1)", o.beta2);
+  if (!(o.eps >= 0)) bad("eps must be >= 0", o.eps);
+  if (!(o.weight_decay >= 0)) bad("weight_decay must be >= 0", o.weight_decay);
+}
+
+// Step-wide scalars, in double as torch computes them in Python.
+struct Scalars {
+  double beta1, beta2, eps, bias1, bias2_sqrt;
+};
+template <class O>
+Scalars scalars(const O& o, std::int64_t step) {
+  return {o.beta1, o.beta2, o.eps, 1 - std::pow(o.beta1, double(step)), std::sqrt(1 - std::pow(o.beta2, double(step)))};
+}
+
+// One Adam (decoupled = false) or AdamW (decoupled = true) update of parameter p in group g.
+template <class T>
+void update(const Variable<T>& p, Array<T>& exp_avg, Array<T>& exp_avg_sq, const ParamGroup<T>& g,
+            const Scalars& s, bool decoupled) {
+  const T beta1 = T(s.beta1), beta2 = T(s.beta2), one_minus_beta1 = T(1 - s.beta1),
+          one_minus_beta2 = T(1 - s.beta2), eps = T(s.eps), bias2_sqrt = T(s.bias2_sqrt);
+  const T step_size = T(g.lr / s.bias1);
+  const bool decay = g.weight_decay != 0;
+  const T l2 = T(g.weight_decay), shrink = T(1 - g.lr * g.weight_decay);
+  T* w = p.data();
+  const T* grad = p.grad().data();
+  T* m = exp_avg.data();
+  T* v = exp_avg_sq.data();
+  detail::for_elements(p.size(), [&](std::size_t i) {
+    T gi = grad[i];
+    if (decay) {
+      if (decoupled)
+        w[i] *= shrink;
+      else
+        gi += l2 * w[i];
+    }
+    m[i] = m[i] * beta1 + one_minus_beta1 * gi;
+    v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
+    const T denom = std::sqrt(v[i]) / bias2_sqrt + eps;
+    w[i] -= step_size * (m[i] / denom);
+  });
+}
+
+template <class T>
+std::vector<ParamGroup<T>> one_group(const std::vector<std::pair<std::string, Variable<T>>>& named, double lr,
+                                     double wd) {
+  return {ParamGroup<T>{named, lr, wd}};
+}
+
+}  // namespace
+
+template <class T>
+Adam<T>::Adam(std::vector<ParamGroup<T>> groups, AdamOptions options)
+    : Optimizer<T>(std::move(groups), "Adam"), options_(options) {
+  check(options_, "Adam");
+  exp_avg_ = this->add_buffer("exp_avg");
+  exp_avg_sq_ = this->add_buffer("exp_avg_sq");
+}
+
+template <class T>
+Adam<T>::Adam(const std::vector<std::pair<std::string, Variable<T>>>& named, AdamOptions options)
+    : Adam(one_group(named, options.lr, options.weight_decay), options) {}
+
+template <class T>
+void Adam<T>::step() {
+  ++this->step_;
+  const Scalars s = scalars(options_, this->step_);
+  this->for_each_with_grad([&](const ParamGroup<T>& g, std::size_t k, const Variable<T>& p) {
+    update(p, this->buffer(exp_avg_, k), this->buffer(exp_avg_sq_, k), g, s, false);
+  });
+}
+
+template <class T>
+AdamW<T>::AdamW(std::vector<ParamGroup<T>> groups, AdamWOptions options)
+    : Optimizer<T>(std::move(groups), "AdamW"), options_(options) {
+  check(options_, "AdamW");
+  exp_avg_ = this->add_buffer("exp_avg");
+  exp_avg_sq_ = this->add_buffer("exp_avg_sq");
+}
+
+template <class T>
+AdamW<T>::AdamW(const std::vector<std::pair<std::string, Variable<T>>>& named, AdamWOptions options)
+    : AdamW(one_group(named, options.lr, options.weight_decay), options) {}
+
+template <class T>
+void AdamW<T>::step() {
+  ++this->step_;
+  const Scalars s = scalars(options_, this->step_);
+  this->for_each_with_grad([&](const ParamGroup<T>& g, std::size_t k, const Variable<T>& p) {
+    update(p, this->buffer(exp_avg_, k), this->buffer(exp_avg_sq_, k), g, s, true);
+  });
+}
+
+template class Adam<float>;
+template class Adam<double>;
+template class AdamW<float>;
+template class AdamW<double>;
+
+}  // namespace qkv::optim

@@ -1,0 +1,60 @@
+#include "qkv/optim/clip.hpp"
+
+#include <cmath>
+
+#include "for_elements.hpp"
+
+namespace qkv::optim {
+namespace {
+
+// Sum of squares of x[0..n) in double. The chunk size is fixed (not derived from the thread
+// count) and the partial sums are added in chunk order, so the result has the same bits however
+// many threads run.
+template <class T>
+double sum_squares(const T* x, std::size_t n) {
+  constexpr std::size_t kChunk = 1 << 14;
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<double> partial(chunks, 0.0);
+  detail::for_elements(chunks, [&](std::size_t c) {
+    double s = 0;
+    const std::size_t end = std::min(n, (c + 1) * kChunk);
+    for (std::size_t i = c * kChunk; i < end; ++i) s += double(x[i]) * double(x[i]);
+    partial[c] = s;
+  });
+  double total = 0;
+  for (double s : partial) total += s;
+  return total;
+}
+
+}  // namespace
+
+template <class T>
+double grad_norm(const std::vector<Variable<T>>& params) {
+  double total = 0;
+  for (const Variable<T>& p : params)
+    if (p.has_grad()) total += sum_squares(p.grad().data(), p.grad().size());
+  return std::sqrt(total);
+}
+
+template <class T>
+double clip_grad_norm(const std::vector<Variable<T>>& params, double max_norm) {
+  if (!(max_norm > 0)) throw ValueError("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
+  const double norm = grad_norm(params);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1) {
+    const T c = T(coef);
+    for (const Variable<T>& p : params) {
+      if (!p.has_grad()) continue;
+      T* g = p.grad_mut().data();
+      detail::for_elements(p.size(), [&](std::size_t i) { g[i] *= c; });
+    }
+  }
+  return norm;
+}
+
+template double grad_norm(const std::vector<Variable<float>>&);
+template double grad_norm(const std::vector<Variable<double>>&);
+template double clip_grad_norm(const std::vector<Variable<float>>&, double);
+template double clip_grad_norm(const std::vector<Variable<double>>&, double);
+
+}  // namespace qkv::optim

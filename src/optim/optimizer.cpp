@@ -1,0 +1,149 @@
+#include "qkv/optim/optimizer.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+namespace qkv::optim {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// "blocks.0.ln1.weight" -> "ln1" (the module that owns the parameter), lowercased.
+std::string owner(const std::string& name) {
+  std::size_t last = name.rfind('.');
+  if (last == std::string::npos || last == 0) return "";
+  std::size_t first = name.rfind('.', last - 1);
+  first = first == std::string::npos ? 0 : first + 1;
+  std::string s = name.substr(first, last - first);
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+
+}  // namespace
+
+template <class T>
+std::vector<ParamGroup<T>> param_groups_no_decay_for_bias_and_norm(
+    const std::vector<std::pair<std::string, Variable<T>>>& named, double lr, double weight_decay) {
+  ParamGroup<T> decay{{}, lr, weight_decay};
+  ParamGroup<T> no_decay{{}, lr, 0.0};
+  for (const auto& [name, p] : named) {
+    const std::string mod = owner(name);
+    const bool skip = ends_with(name, "bias") || p.ndim() <= 1 || mod.find("norm") != std::string::npos ||
+                      mod.rfind("ln", 0) == 0;
+    (skip ? no_decay : decay).params.emplace_back(name, p);
+  }
+  return {std::move(decay), std::move(no_decay)};
+}
+
+template <class T>
+Optimizer<T>::Optimizer(std::vector<ParamGroup<T>> groups, std::string name)
+    : groups_(std::move(groups)), name_(std::move(name)) {
+  if (groups_.empty()) throw ValueError(name_ + ": expected at least one parameter group, got none");
+  std::set<std::string> names;
+  std::set<const void*> ids;
+  for (std::size_t i = 0; i < groups_.size(); ++i) {
+    const ParamGroup<T>& g = groups_[i];
+    const std::string where = name_ + ": parameter group " + std::to_string(i);
+    if (!(g.lr >= 0)) throw ValueError(where + ": lr must be >= 0, got " + std::to_string(g.lr));
+    if (!(g.weight_decay >= 0))
+      throw ValueError(where + ": weight_decay must be >= 0, got " + std::to_string(g.weight_decay));
+    for (const auto& [pname, p] : g.params) {
+      if (!p.defined()) throw ValueError(where + ": parameter '" + pname + "' is undefined");
+      if (!names.insert(pname).second)
+        throw ValueError(where + ": parameter name '" + pname + "' appears more than once");
+      if (!ids.insert(p.id()).second)
+        throw ValueError(where + ": parameter '" + pname + "' is already in the optimizer under another name");
+    }
+  }
+}
+
+template <class T>
+Optimizer<T>::~Optimizer() = default;
+
+template <class T>
+std::size_t Optimizer<T>::add_buffer(const std::string& name) {
+  std::vector<Array<T>> per_param;
+  for (const ParamGroup<T>& g : groups_)
+    for (const auto& [pname, p] : g.params) per_param.push_back(zeros<T>(p.shape()));
+  buffer_names_.push_back(name);
+  buffers_.push_back(std::move(per_param));
+  return buffers_.size() - 1;
+}
+
+template <class T>
+void Optimizer<T>::zero_grad() {
+  for (const ParamGroup<T>& g : groups_)
+    for (const auto& [name, p] : g.params) p.zero_grad();
+}
+
+template <class T>
+void Optimizer<T>::set_lr(double lr) {
+  if (!(lr >= 0)) throw ValueError(name_ + ".set_lr: lr must be >= 0, got " + std::to_string(lr));
+  for (ParamGroup<T>& g : groups_) g.lr = lr;
+}
+
+template <class T>
+double Optimizer<T>::lr() const {
+  return groups_.front().lr;
+}
+
+template <class T>
+OptimizerState<T> Optimizer<T>::state_dict() const {
+  OptimizerState<T> s;
+  s.step = step_;
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    std::size_t index = 0;
+    for (const ParamGroup<T>& g : groups_)
+      for (const auto& [name, p] : g.params) s.tensors.emplace_back(buffer_names_[b] + "/" + name, buffers_[b][index++]);
+  }
+  return s;
+}
+
+template <class T>
+void Optimizer<T>::load_state_dict(const OptimizerState<T>& state) {
+  // Expected buffer name -> its slot; check everything before touching anything.
+  std::map<std::string, Array<T>*> expected;
+  std::vector<std::string> order;
+  for (std::size_t b = 0; b < buffers_.size(); ++b) {
+    std::size_t index = 0;
+    for (const ParamGroup<T>& g : groups_)
+      for (const auto& [name, p] : g.params) {
+        order.push_back(buffer_names_[b] + "/" + name);
+        expected[order.back()] = &buffers_[b][index++];
+      }
+  }
+  std::string problems;
+  if (state.step < 0) problems += "\n  step: expected >= 0, found " + std::to_string(state.step);
+  std::map<std::string, const Array<T>*> found;
+  for (const auto& [name, value] : state.tensors) {
+    auto it = expected.find(name);
+    if (it == expected.end())
+      problems += "\n  unexpected: " + name + " " + shape_str(value.shape());
+    else if (!found.emplace(name, &value).second)
+      problems += "\n  duplicate: " + name;
+    else if (value.shape() != it->second->shape())
+      problems += "\n  shape of " + name + ": expected " + shape_str(it->second->shape()) + ", found " +
+                  shape_str(value.shape());
+  }
+  for (const std::string& name : order)
+    if (!found.count(name)) problems += "\n  missing: " + name + " " + shape_str(expected[name]->shape());
+  if (!problems.empty())
+    throw ValueError(name_ + ".load_state_dict: the state does not fit this optimizer:" + problems);
+  for (const auto& [name, value] : found) std::copy(value->begin(), value->end(), expected[name]->begin());
+  step_ = state.step;
+}
+
+template struct ParamGroup<float>;
+template struct ParamGroup<double>;
+template class Optimizer<float>;
+template class Optimizer<double>;
+template std::vector<ParamGroup<float>> param_groups_no_decay_for_bias_and_norm(
+    const std::vector<std::pair<std::string, Variable<float>>>&, double, double);
+template std::vector<ParamGroup<double>> param_groups_no_decay_for_bias_and_norm(
+    const std::vector<std::pair<std::string, Variable<double>>>&, double, double);
+
+}  // namespace qkv::optim
