@@ -1,0 +1,106 @@
+#pragma once
+/// @file
+/// Toy sequence tasks that exercise attention, and the Dataset a run draws from.
+///
+/// Per-position labelling (encoder only; inputs and targets (B, T), T = length, tokens in [0, V)):
+///   copy     target[t] = input[t]
+///   reverse  target[t] = input[T-1-t]
+///   sort     target = input sorted ascending
+///   recall   multi-query associative recall: `pairs` distinct keys from [0, V), each followed by its
+///            value from [V, 2V): k1 v1 ... kn vn, then `queries` keys drawn (with replacement)
+///            from the listed ones. target = value - V at each query position, kIgnore elsewhere.
+///            input_vocab 2V, num_classes V, T = 2*pairs + queries (the `length` option is ignored).
+/// Sequence to sequence (encoder-decoder, teacher forcing): source (B, L) in [0, V), target (B, L)
+///   the source reversed / sorted, decoder_inputs = BOS then target[:-1]; decoder vocab V + 1,
+///   BOS = V:  seq2seq_reverse, seq2seq_sort.
+///
+/// Example k of stream `seed` is drawn from Generator(hash64(seed, k)) alone, so any process can
+/// generate any slice, and a batch never depends on how it is split across ranks or threads.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "qkv/tensor/tensor.hpp"
+
+namespace qkv::data {
+
+/// Target id of positions that are not scored (as torch's ignore_index).
+inline constexpr Index kIgnore = -100;
+
+struct Batch {
+  IndexArray inputs;          ///< (B, T) encoder tokens (seq2seq: the source)
+  IndexArray targets;         ///< (B, T) class ids, kIgnore where not scored (seq2seq: (B, Tt))
+  IndexArray decoder_inputs;  ///< seq2seq only: (B, Tt) = BOS then targets[:-1]; shape (0,) otherwise
+  std::size_t size() const { return inputs.dimension() ? inputs.shape()[0] : 0; }
+};
+
+struct TaskOptions {
+  std::string name = "sort";  ///< copy | reverse | sort | recall | seq2seq_reverse | seq2seq_sort
+  std::size_t vocab = 16;     ///< V >= 2
+  std::size_t length = 32;    ///< T >= 1 (not recall)
+  std::size_t pairs = 8;      ///< recall: 1 <= pairs <= V
+  std::size_t queries = 0;    ///< recall: queries per sequence; 0 = pairs
+};
+
+class Task {
+ public:
+  virtual ~Task();
+  virtual std::string name() const = 0;
+  /// Input token ids are < this.
+  virtual std::size_t input_vocab() const = 0;
+  /// Target class ids are < this (or kIgnore).
+  virtual std::size_t num_classes() const = 0;
+  /// Length T of inputs (the encoder / source sequence).
+  virtual std::size_t input_length() const = 0;
+  /// Length of targets (T, or Tt for seq2seq).
+  virtual std::size_t target_length() const { return input_length(); }
+  /// True when batches carry decoder_inputs (encoder-decoder tasks).
+  virtual bool seq2seq() const { return false; }
+  /// seq2seq: decoder vocabulary including BOS; 0 otherwise.
+  virtual std::size_t target_vocab() const { return 0; }
+  /// seq2seq: the BOS token id; -1 otherwise.
+  virtual Index bos() const { return -1; }
+  /// Examples first..first+count-1 of stream `seed`: example k uses Generator(hash64(seed, k)).
+  virtual Batch examples(std::uint64_t seed, std::uint64_t first, std::size_t count) const = 0;
+};
+
+/// The task named by options.name. Throws ValueError naming the bad option.
+std::unique_ptr<Task> make_task(const TaskOptions& options);
+
+/// The data of a run: a fixed held-out set (the first eval_size examples of stream
+/// hash64(seed, 1)) and the training stream hash64(seed, 0). With train_size > 0 the training set
+/// is that stream's first train_size examples, cycled in order (for overfitting experiments).
+/// State: the next training example counter (position), saved by the trainer for exact resume.
+class Dataset {
+ public:
+  Dataset(std::shared_ptr<const Task> task, std::uint64_t seed, std::size_t eval_size, std::size_t train_size = 0);
+
+  /// The next `batch` training examples; advances the position by `batch`.
+  Batch next_train(std::size_t batch);
+  /// Rows [rank*b, (rank+1)*b) of the next global batch, b = global_batch / world (which must
+  /// divide); advances the position by global_batch, so every rank stays in step.
+  Batch next_train_shard(std::size_t global_batch, std::size_t rank, std::size_t world);
+  /// Training examples [first, first + count) of the (cycled) training stream; no state change.
+  Batch train_examples(std::uint64_t first, std::size_t count) const;
+
+  const Batch& eval_set() const { return eval_; }
+  std::uint64_t position() const { return position_; }
+  void set_position(std::uint64_t position) { position_ = position; }
+  const Task& task() const { return *task_; }
+  std::uint64_t train_stream() const { return train_stream_; }
+  std::uint64_t eval_stream() const { return eval_stream_; }
+  std::size_t train_size() const { return train_size_; }
+
+ private:
+  std::shared_ptr<const Task> task_;
+  std::uint64_t train_stream_, eval_stream_;
+  std::size_t train_size_;
+  Batch eval_;
+  std::uint64_t position_ = 0;
+};
+
+/// Rows of `a` then rows of `b` (same task, same widths).
+Batch concat(const Batch& a, const Batch& b);
+
+}  // namespace qkv::data

@@ -1,0 +1,220 @@
+#include "qkv/data/tasks.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/random.hpp"
+
+namespace qkv::data {
+
+Task::~Task() = default;
+
+namespace {
+
+// A task whose examples are independent rows: examples() allocates the batch and calls fill()
+// once per row with that row's own generator, in parallel (rows do not share anything).
+class RowTask : public Task {
+ public:
+  Batch examples(std::uint64_t seed, std::uint64_t first, std::size_t count) const override {
+    const std::size_t T = input_length(), Tt = target_length();
+    const bool s2s = seq2seq();
+    const Index bos_id = bos();
+    Batch b;
+    b.inputs = IndexArray::from_shape(Shape{count, T});
+    b.targets = IndexArray::from_shape(Shape{count, Tt});
+    b.decoder_inputs = IndexArray::from_shape(s2s ? Shape{count, Tt} : Shape{0});
+    Index* in = b.inputs.data();
+    Index* tg = b.targets.data();
+    Index* dec = s2s ? b.decoder_inputs.data() : nullptr;
+    const bool parallel = count >= 64 && !in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (long r = 0; r < long(count); ++r) {
+      Generator gen(hash64(seed, first + std::uint64_t(r)));
+      Index* target = tg + std::size_t(r) * Tt;
+      fill(gen, in + std::size_t(r) * T, target);
+      if (s2s) {  // teacher forcing: the decoder sees BOS then the target shifted right
+        Index* d = dec + std::size_t(r) * Tt;
+        d[0] = bos_id;
+        std::copy(target, target + Tt - 1, d + 1);
+      }
+    }
+    (void)parallel;
+    return b;
+  }
+
+ protected:
+  /// Write one example: input (input_length()) and target (target_length()) tokens.
+  virtual void fill(Generator& gen, Index* input, Index* target) const = 0;
+};
+
+void random_tokens(Generator& gen, std::size_t vocab, std::size_t n, Index* out) {
+  for (std::size_t t = 0; t < n; ++t) out[t] = Index(gen.randint(vocab));
+}
+
+enum class Kind { Copy, Reverse, Sort };
+
+// target = f(input) for f in {identity, reversal, sorting}, of the same length.
+void transform(Kind kind, const Index* input, std::size_t n, Index* target) {
+  std::copy(input, input + n, target);
+  if (kind == Kind::Reverse) std::reverse(target, target + n);
+  if (kind == Kind::Sort) std::sort(target, target + n);
+}
+
+class Labelling final : public RowTask {
+ public:
+  Labelling(std::string name, Kind kind, std::size_t vocab, std::size_t length)
+      : name_(std::move(name)), kind_(kind), vocab_(vocab), length_(length) {}
+  std::string name() const override { return name_; }
+  std::size_t input_vocab() const override { return vocab_; }
+  std::size_t num_classes() const override { return vocab_; }
+  std::size_t input_length() const override { return length_; }
+
+ protected:
+  void fill(Generator& gen, Index* input, Index* target) const override {
+    random_tokens(gen, vocab_, length_, input);
+    transform(kind_, input, length_, target);
+  }
+
+ private:
+  std::string name_;
+  Kind kind_;
+  std::size_t vocab_, length_;
+};
+
+class Seq2Seq final : public RowTask {
+ public:
+  Seq2Seq(std::string name, Kind kind, std::size_t vocab, std::size_t length)
+      : name_(std::move(name)), kind_(kind), vocab_(vocab), length_(length) {}
+  std::string name() const override { return name_; }
+  std::size_t input_vocab() const override { return vocab_; }
+  std::size_t num_classes() const override { return vocab_; }
+  std::size_t input_length() const override { return length_; }
+  bool seq2seq() const override { return true; }
+  std::size_t target_vocab() const override { return vocab_ + 1; }
+  Index bos() const override { return Index(vocab_); }
+
+ protected:
+  void fill(Generator& gen, Index* input, Index* target) const override {
+    random_tokens(gen, vocab_, length_, input);
+    transform(kind_, input, length_, target);
+  }
+
+ private:
+  std::string name_;
+  Kind kind_;
+  std::size_t vocab_, length_;
+};
+
+class Recall final : public RowTask {
+ public:
+  Recall(std::size_t vocab, std::size_t pairs, std::size_t queries) : vocab_(vocab), pairs_(pairs), queries_(queries) {}
+  std::string name() const override { return "recall"; }
+  std::size_t input_vocab() const override { return 2 * vocab_; }
+  std::size_t num_classes() const override { return vocab_; }
+  std::size_t input_length() const override { return 2 * pairs_ + queries_; }
+
+ protected:
+  void fill(Generator& gen, Index* input, Index* target) const override {
+    // Distinct keys: the first `pairs` entries of a partial Fisher-Yates shuffle of [0, V).
+    std::vector<Index> keys(vocab_);
+    std::iota(keys.begin(), keys.end(), Index(0));
+    std::vector<Index> values(pairs_);
+    for (std::size_t i = 0; i < pairs_; ++i) {
+      std::swap(keys[i], keys[i + gen.randint(vocab_ - i)]);
+      values[i] = Index(vocab_ + gen.randint(vocab_));
+      input[2 * i] = keys[i];
+      input[2 * i + 1] = values[i];
+      target[2 * i] = target[2 * i + 1] = kIgnore;
+    }
+    for (std::size_t q = 0; q < queries_; ++q) {
+      const std::size_t i = gen.randint(pairs_);
+      input[2 * pairs_ + q] = keys[i];
+      target[2 * pairs_ + q] = values[i] - Index(vocab_);
+    }
+  }
+
+ private:
+  std::size_t vocab_, pairs_, queries_;
+};
+
+[[noreturn]] void bad_option(const std::string& what) { throw ValueError("task: option " + what); }
+
+}  // namespace
+
+std::unique_ptr<Task> make_task(const TaskOptions& o) {
+  static const char* kNames = "copy, reverse, sort, recall, seq2seq_reverse, seq2seq_sort";
+  const std::string& n = o.name;
+  if (n != "copy" && n != "reverse" && n != "sort" && n != "recall" && n != "seq2seq_reverse" && n != "seq2seq_sort")
+    bad_option("name must be one of " + std::string(kNames) + "; got '" + n + "'");
+  if (o.vocab < 2) bad_option("vocab must be >= 2, got " + std::to_string(o.vocab));
+  if (n == "recall") {
+    if (o.pairs < 1 || o.pairs > o.vocab)
+      bad_option("pairs must be in [1, vocab = " + std::to_string(o.vocab) + "] (keys are distinct), got " +
+                 std::to_string(o.pairs));
+    return std::make_unique<Recall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
+  }
+  if (o.length < 1) bad_option("length must be >= 1, got " + std::to_string(o.length));
+  if (n == "copy") return std::make_unique<Labelling>(n, Kind::Copy, o.vocab, o.length);
+  if (n == "reverse") return std::make_unique<Labelling>(n, Kind::Reverse, o.vocab, o.length);
+  if (n == "sort") return std::make_unique<Labelling>(n, Kind::Sort, o.vocab, o.length);
+  if (n == "seq2seq_reverse") return std::make_unique<Seq2Seq>(n, Kind::Reverse, o.vocab, o.length);
+  return std::make_unique<Seq2Seq>(n, Kind::Sort, o.vocab, o.length);
+}
+
+Batch concat(const Batch& a, const Batch& b) {
+  if (a.size() == 0) return b;
+  if (b.size() == 0) return a;
+  auto rows = [](const IndexArray& x, const IndexArray& y) {
+    if (x.size() == 0 && y.size() == 0) return x;
+    if (x.dimension() != 2 || y.dimension() != 2 || x.shape()[1] != y.shape()[1])
+      throw ShapeError("data::concat: batches of shapes " + shape_str(x.shape()) + " and " + shape_str(y.shape()) +
+                       " do not stack");
+    IndexArray out = IndexArray::from_shape(Shape{x.shape()[0] + y.shape()[0], x.shape()[1]});
+    std::copy(y.begin(), y.end(), std::copy(x.begin(), x.end(), out.begin()));
+    return out;
+  };
+  return Batch{rows(a.inputs, b.inputs), rows(a.targets, b.targets), rows(a.decoder_inputs, b.decoder_inputs)};
+}
+
+Dataset::Dataset(std::shared_ptr<const Task> task, std::uint64_t seed, std::size_t eval_size, std::size_t train_size)
+    : task_(std::move(task)), train_stream_(hash64(seed, 0)), eval_stream_(hash64(seed, 1)), train_size_(train_size) {
+  if (!task_) throw ValueError("Dataset: no task given");
+  eval_ = task_->examples(eval_stream_, 0, eval_size);
+}
+
+Batch Dataset::train_examples(std::uint64_t first, std::size_t count) const {
+  if (train_size_ == 0) return task_->examples(train_stream_, first, count);
+  // A fixed set cycled in order: split [first, first + count) where it wraps around.
+  Batch out = task_->examples(train_stream_, 0, 0);
+  while (count > 0) {
+    const std::uint64_t start = first % train_size_;
+    const std::size_t n = std::min<std::uint64_t>(count, train_size_ - start);
+    out = concat(out, task_->examples(train_stream_, start, n));
+    first += n;
+    count -= n;
+  }
+  return out;
+}
+
+Batch Dataset::next_train(std::size_t batch) {
+  Batch b = train_examples(position_, batch);
+  position_ += batch;
+  return b;
+}
+
+Batch Dataset::next_train_shard(std::size_t global_batch, std::size_t rank, std::size_t world) {
+  if (world == 0 || rank >= world)
+    throw ValueError("Dataset::next_train_shard: rank " + std::to_string(rank) + " is not in [0, world = " +
+                     std::to_string(world) + ")");
+  if (global_batch % world != 0)
+    throw ValueError("Dataset::next_train_shard: global batch " + std::to_string(global_batch) +
+                     " is not divisible by world size " + std::to_string(world));
+  const std::size_t b = global_batch / world;
+  Batch shard = train_examples(position_ + rank * b, b);
+  position_ += global_batch;
+  return shard;
+}
+
+}  // namespace qkv::data
