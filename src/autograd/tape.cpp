@@ -17,9 +17,14 @@ std::size_t Tape::record(std::function<void()> backward) {
 
 void Tape::run_backward() {
   // Closures may not record (they run with grad disabled), so the vector is stable here.
+  // The tape is released even when a closure throws, so that a failed backward leaves no stale
+  // records for the next one to run.
   NoGradGuard guard;
+  struct Release {
+    Tape& tape;
+    ~Release() { tape.clear(); }
+  } release{*this};
   for (std::size_t i = records_.size(); i-- > 0;) records_[i]();
-  clear();
 }
 
 void Tape::clear() {

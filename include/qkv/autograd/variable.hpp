@@ -151,10 +151,24 @@ Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& ba
 
 // ---- implementation ----
 
+namespace detail {
+// A gradient arriving at a non-leaf whose tape was released can go no further (its backward
+// closure is gone): fail instead of silently dropping the gradient of everything before it.
+template <class T>
+void check_live(const Node<T>& n, const char* op) {
+  if (n.op && n.generation != autograd::Tape::current().generation())
+    throw Error(std::string(op) + ": the tape that recorded this " + n.op + " value of shape " +
+                shape_str(n.value.shape()) +
+                " was already released (backward ran through it before, or it was computed on "
+                "another thread); recompute it, or detach() it to use it as a constant");
+}
+}  // namespace detail
+
 template <class T>
 void Variable<T>::accumulate_grad(const Array<T>& g, const char* op) const {
   detail::Node<T>& n = node();
   if (!n.requires_grad) return;
+  detail::check_live(n, op);
   if (g.shape() != n.value.shape())
     throw ShapeError(std::string(op) + ": gradient of shape " + shape_str(g.shape()) +
                      " does not match the value's shape " + shape_str(n.value.shape()));
@@ -174,6 +188,7 @@ template <class T>
 void Variable<T>::accumulate_grad(Array<T>&& g, const char* op) const {
   detail::Node<T>& n = node();
   if (!n.requires_grad) return;
+  detail::check_live(n, op);
   if (!n.has_grad && g.shape() == n.value.shape()) {
     n.grad = std::move(g);
     n.has_grad = true;
