@@ -1,0 +1,163 @@
+#include <doctest/doctest.h>
+
+#include "qkv/autograd/tape.hpp"
+#include "qkv/autograd/variable.hpp"
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/reduce.hpp"
+#include "test_util.hpp"
+
+using namespace qkv;
+using autograd::Tape;
+
+namespace {
+Variable<double> leaf(std::vector<double> v, bool requires_grad = true) {
+  const std::size_t n = v.size();
+  return Variable<double>(from_vector<double>(v, {n}), requires_grad);
+}
+}  // namespace
+
+TEST_CASE("tape: backward on a scalar fills leaf gradients") {
+  Variable<double> x = leaf({1, 2, 3}), w = leaf({4, 5, 6});
+  Variable<double> y = sum(mul(x, w));
+  CHECK(y.item() == 32.0);
+  y.backward();
+  for (std::size_t i = 0; i < 3; ++i) {
+    CHECK(x.grad()(i) == w.value()(i));
+    CHECK(w.grad()(i) == x.value()(i));
+  }
+  CHECK(y.grad()(0) == 1.0);  // the root keeps its seed
+}
+
+TEST_CASE("tape: a non-scalar output needs an explicit upstream gradient") {
+  Variable<double> x = leaf({1, 2, 3});
+  Variable<double> y = mul_scalar(x, 2.0);
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("backward: output of shape (3) is not a scalar"), ShapeError);
+  Tape::current().clear();
+
+  Variable<double> z = mul_scalar(x, 2.0);
+  z.backward(from_vector<double>({1, 10, 100}, {3}));
+  CHECK(x.grad()(0) == 2.0);
+  CHECK(x.grad()(1) == 20.0);
+  CHECK(x.grad()(2) == 200.0);
+  Variable<double> u = mul_scalar(x, 2.0);
+  CHECK_THROWS_WITH_AS(u.backward(zeros<double>({2})),
+                       doctest::Contains("upstream gradient of shape (2) does not match the output's shape (3)"),
+                       ShapeError);
+  Tape::current().clear();
+}
+
+TEST_CASE("tape: a value used several times gets the sum of its gradients") {
+  Variable<double> x = leaf({2, -1});
+  Variable<double> a = mul_scalar(x, 3.0);     // da/dx = 3
+  Variable<double> b = mul(x, x);              // db/dx = 2x
+  Variable<double> c = exp(mul_scalar(x, 0.5));  // dc/dx = 0.5 e^(x/2)
+  sum(add(add(a, b), add(c, x))).backward();
+  for (std::size_t i = 0; i < 2; ++i) {
+    const double v = x.value()(i);
+    CHECK(x.grad()(i) == doctest::Approx(3 + 2 * v + 0.5 * std::exp(v / 2) + 1).epsilon(1e-14));
+  }
+}
+
+TEST_CASE("tape: gradients accumulate across backward calls on leaves; zero_grad resets") {
+  Variable<double> x = leaf({1, 2});
+  sum(mul_scalar(x, 3.0)).backward();
+  sum(mul_scalar(x, 4.0)).backward();
+  CHECK(x.grad()(0) == 7.0);
+  CHECK(x.grad()(1) == 7.0);
+  x.zero_grad();
+  CHECK_FALSE(x.has_grad());
+  CHECK_THROWS_WITH_AS(x.grad(), doctest::Contains("has no gradient"), Error);
+  sum(mul_scalar(x, 5.0)).backward();
+  CHECK(x.grad()(0) == 5.0);
+}
+
+TEST_CASE("tape: detach stops the gradient") {
+  Variable<double> x = leaf({1, 2});
+  Variable<double> y = mul(x, x);
+  Variable<double> d = y.detach();
+  CHECK(d.is_leaf());
+  CHECK_FALSE(d.requires_grad());
+  CHECK(test::bitwise_equal(d.value(), y.value()));
+  // z = x * detach(x^2): only the first factor carries a gradient, dz/dx = x^2.
+  sum(mul(x, d)).backward();
+  CHECK(x.grad()(0) == 1.0);
+  CHECK(x.grad()(1) == 4.0);
+  // The detached copy does not alias the original value.
+  d.value()(0) = 100.0;
+  CHECK(y.value()(0) == 1.0);
+}
+
+TEST_CASE("tape: NoGradGuard records nothing and outputs do not require grad") {
+  Tape::current().clear();
+  Variable<double> x = leaf({1, 2});
+  {
+    NoGradGuard guard;
+    CHECK_FALSE(autograd::grad_enabled());
+    Variable<double> y = sum(exp(mul(x, x)));
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf());
+    CHECK(Tape::current().size() == 0);
+    CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("does not require grad"), Error);
+  }
+  CHECK(autograd::grad_enabled());
+  Variable<double> z = mul(x, x);
+  CHECK(z.requires_grad());
+  CHECK(Tape::current().size() == 1);
+  Tape::current().clear();
+}
+
+TEST_CASE("tape: nothing is recorded when no input requires grad") {
+  Tape::current().clear();
+  Variable<double> x = leaf({1, 2}, false);
+  Variable<double> y = sum(mul(x, x));
+  CHECK_FALSE(y.requires_grad());
+  CHECK(Tape::current().size() == 0);
+}
+
+TEST_CASE("tape: released after backward; a second backward through it throws") {
+  Tape::current().clear();
+  Variable<double> x = leaf({1, 2});
+  Variable<double> h = mul(x, x);
+  Variable<double> y = sum(h);
+  CHECK(Tape::current().size() == 2);
+  y.backward();
+  CHECK(Tape::current().size() == 0);
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("backward: the tape that recorded this sum value was already released"),
+                       Error);
+  // A new graph through an intermediate of the released one cannot reach x: that is an error,
+  // not a silently missing gradient.
+  Variable<double> z = sum(mul_scalar(h, 2.0));
+  CHECK_THROWS_WITH_AS(z.backward(), doctest::Contains("mul_scalar: the tape that recorded this mul value of shape (2) was already released"),
+                       Error);
+  CHECK(Tape::current().size() == 0);  // released even though backward failed
+  // A new graph from the leaves works.
+  x.zero_grad();
+  sum(mul(x, x)).backward();
+  CHECK(x.grad()(1) == 4.0);
+}
+
+TEST_CASE("tape: intermediate gradients are dropped unless retain_grad()") {
+  Variable<double> x = leaf({1, 2});
+  Variable<double> h = mul_scalar(x, 3.0);
+  Variable<double> kept = add_scalar(x, 1.0);
+  kept.retain_grad();
+  sum(mul(h, kept)).backward();
+  CHECK_FALSE(h.has_grad());
+  REQUIRE(kept.has_grad());
+  CHECK(kept.grad()(0) == 3.0);  // d/dkept of h * kept = h
+  CHECK(kept.grad()(1) == 6.0);
+  CHECK(x.grad()(0) == doctest::Approx(3 * 2 + 3 * 1));  // d/dx 3x (x + 1) = 6x + 3
+  CHECK(x.grad()(1) == doctest::Approx(3 * 3 + 3 * 2));
+}
+
+TEST_CASE("tape: set_requires_grad only on leaves; undefined Variables throw") {
+  Variable<double> x = leaf({1, 2}, false);
+  x.set_requires_grad(true);
+  CHECK(x.requires_grad());
+  Variable<double> y = mul(x, x);
+  CHECK_THROWS_AS(y.set_requires_grad(false), Error);
+  Tape::current().clear();
+  Variable<double> u;
+  CHECK_FALSE(u.defined());
+  CHECK_THROWS_WITH_AS(u.value(), doctest::Contains("undefined Variable"), Error);
+}
