@@ -134,7 +134,8 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
                 for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha;
               if (drop) {
                 const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
-                for (std::size_t c = 0; c < nk; ++c) s[c] = dm.dropped(ctr + c) ? T(0) : s[c] * keep_scale;
+                for (std::size_t c = 0; c < nk; ++c)
+                  s[c] = dm.dropped(ctr + c) ? T(0) : s[c] * keep_scale;
               }
             }
             gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
@@ -156,7 +157,8 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
           for (std::size_t k0 = 0; k0 < Tk; k0 += kBk) {
             const std::size_t nk = std::min(kBk, Tk - k0);
             if (k0 >= k_end) {
-              for (std::size_t r = 0; r < nq; ++r) std::fill(W + r * Tk + k0, W + r * Tk + k0 + nk, T(0));
+              for (std::size_t r = 0; r < nq; ++r)
+                std::fill(W + r * Tk + k0, W + r * Tk + k0 + nk, T(0));
               continue;
             }
             score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
@@ -242,7 +244,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
                 }
                 Pd = G;
               }
-              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv, Dv);
+              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv,
+                             Dv);
             }
             if (!need_ds) continue;
             gemm_serial<T>(false, true, nq, nk, Dv, T(1), dO, Dv, V + k0 * Dv, Dv, T(0), G, kBk);
@@ -255,23 +258,25 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
                 p[c] = p[c] * (dp - delta[r]);
               }
             }
-            if (dQ) gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1), dQ + q0 * D, D);
-            if (dK) gemm_serial<T>(true, false, nk, D, nq, scale, P, kBk, Q, D, T(1), dK + k0 * D, D);
+            if (dQ)
+              gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1),
+                             dQ + q0 * D, D);
+            if (dK)
+              gemm_serial<T>(true, false, nk, D, nq, scale, P, kBk, Q, D, T(1), dK + k0 * D, D);
           }
         }
       }
   }
 }
 
-#define QKV_INSTANTIATE(T)                                                                           \
-  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*,                      \
-                                     const AttentionMasks<T>&, const AttentionDropout&, T,           \
-                                     std::size_t, std::size_t, std::size_t, std::size_t,             \
-                                     std::size_t, std::size_t);                                      \
-  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, \
-                                      const T*, const AttentionMasks<T>&, const AttentionDropout&,   \
-                                      T, std::size_t, std::size_t, std::size_t, std::size_t,         \
-                                      std::size_t, std::size_t);
+#define QKV_INSTANTIATE(T)                                                                         \
+  template void attention_forward<T>(                                                              \
+      T*, T*, T*, const T*, const T*, const T*, const AttentionMasks<T>&, const AttentionDropout&, \
+      T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t);            \
+  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                      const T*, const T*, const AttentionMasks<T>&,                \
+                                      const AttentionDropout&, T, std::size_t, std::size_t,        \
+                                      std::size_t, std::size_t, std::size_t, std::size_t);
 QKV_INSTANTIATE(float)
 QKV_INSTANTIATE(double)
 

@@ -4,6 +4,11 @@
 #include <limits>
 
 #include "qkv/kernels/attention.hpp"
+#include "qkv/ops/dropout.hpp"
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/matmul.hpp"
+#include "qkv/ops/shape.hpp"
+#include "qkv/ops/softmax.hpp"
 
 namespace qkv {
 namespace {
@@ -19,10 +24,12 @@ struct Dims {
 template <class T>
 Dims check_shapes(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v) {
   const Shape &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
-  const bool ok = sq.size() == 4 && sk.size() == 4 && sv.size() == 4 && sk[0] == sq[0] && sv[0] == sq[0] &&
-                  sk[1] == sq[1] && sv[1] == sq[1] && sk[3] == sq[3] && sv[2] == sk[2];
+  const bool ok = sq.size() == 4 && sk.size() == 4 && sv.size() == 4 && sk[0] == sq[0] &&
+                  sv[0] == sq[0] && sk[1] == sq[1] && sv[1] == sq[1] && sk[3] == sq[3] &&
+                  sv[2] == sk[2];
   if (!ok)
-    throw ShapeError(std::string(kOp) + ": expected q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); got q " +
+    throw ShapeError(std::string(kOp) +
+                     ": expected q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); got q " +
                      shape_str(sq) + ", k " + shape_str(sk) + ", v " + shape_str(sv));
   return {sq[0], sq[1], sq[2], sk[2], sq[3], sv[3]};
 }
@@ -41,19 +48,22 @@ kernels::Strides4 broadcast_strides(const Shape& shape, const Shape& target, con
     stride *= shape[d];
   }
   if (!ok)
-    throw ShapeError(std::string(kOp) + ": " + name + " mask of shape " + shape_str(shape) +
-                     " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target));
+    throw ShapeError(
+        std::string(kOp) + ": " + name + " mask of shape " + shape_str(shape) +
+        " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target));
   return {strides[0], strides[1], strides[2], strides[3]};
 }
 
 template <class T>
-kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causal, const Dims& dims) {
+kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causal,
+                                        const Dims& dims) {
   kernels::AttentionMasks<T> m;
   m.causal = causal;
   if (mask.allowed) {
     m.allowed = mask.allowed->data();
-    m.allowed_strides = broadcast_strides(Shape(mask.allowed->shape().begin(), mask.allowed->shape().end()),
-                                          dims.scores(), "boolean");
+    m.allowed_strides =
+        broadcast_strides(Shape(mask.allowed->shape().begin(), mask.allowed->shape().end()),
+                          dims.scores(), "boolean");
   }
   if (mask.bias) {
     m.bias = mask.bias->data();
@@ -64,7 +74,8 @@ kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causa
 
 template <class T>
 AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
-                         const AttentionMask<T>& mask, const AttentionOptions& opt, const Dims& n, T scale) {
+                         const AttentionMask<T>& mask, const AttentionOptions& opt, const Dims& n,
+                         T scale) {
   kernels::AttentionDropout drop;
   if (opt.dropout_p > 0) {
     Generator& gen = opt.generator ? *opt.generator : default_generator();
@@ -74,9 +85,9 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
   Array<T> lse = Array<T>::from_shape({n.B, n.H, n.Tq});
   Array<T> weights;
   if (opt.need_weights) weights = Array<T>::from_shape(n.scores());
-  kernels::attention_forward<T>(out.data(), lse.data(), opt.need_weights ? weights.data() : nullptr, q.data(),
-                                k.data(), v.data(), kernel_masks(mask, opt.is_causal, n), drop, scale, n.B, n.H,
-                                n.Tq, n.Tk, n.D, n.Dv);
+  kernels::attention_forward<T>(out.data(), lse.data(), opt.need_weights ? weights.data() : nullptr,
+                                q.data(), k.data(), v.data(), kernel_masks(mask, opt.is_causal, n),
+                                drop, scale, n.B, n.H, n.Tq, n.Tk, n.D, n.Dv);
 
   AttentionOutput<T> result;
   if (opt.need_weights) result.weights = Variable<T>(std::move(weights));
@@ -91,11 +102,11 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
         if (q.requires_grad()) gq = Array<T>::from_shape(q.shape());
         if (k.requires_grad()) gk = Array<T>::from_shape(k.shape());
         if (v.requires_grad()) gv = Array<T>::from_shape(v.shape());
-        kernels::attention_backward<T>(q.requires_grad() ? gq.data() : nullptr,
-                                       k.requires_grad() ? gk.data() : nullptr,
-                                       v.requires_grad() ? gv.data() : nullptr, gout.data(), q.data(), k.data(),
-                                       v.data(), o.data(), lse.data(), kernel_masks(mask, causal, n), drop, scale,
-                                       n.B, n.H, n.Tq, n.Tk, n.D, n.Dv);
+        kernels::attention_backward<T>(
+            q.requires_grad() ? gq.data() : nullptr, k.requires_grad() ? gk.data() : nullptr,
+            v.requires_grad() ? gv.data() : nullptr, gout.data(), q.data(), k.data(), v.data(),
+            o.data(), lse.data(), kernel_masks(mask, causal, n), drop, scale, n.B, n.H, n.Tq, n.Tk,
+            n.D, n.Dv);
         if (q.requires_grad()) q.accumulate_grad(std::move(gq), kOp);
         if (k.requires_grad()) k.accumulate_grad(std::move(gk), kOp);
         if (v.requires_grad()) v.accumulate_grad(std::move(gv), kOp);
@@ -103,24 +114,57 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
   return result;
 }
 
+// The reference: the formula written with engine ops, every intermediate a (B, H, Tq, Tk) tensor
+// of the graph.
+template <class T>
+AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
+                             const AttentionMask<T>& mask, const AttentionOptions& opt,
+                             const Dims& n, T scale) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  Variable<T> scores = mul_scalar(matmul(q, transpose(k, -2, -1)), scale);
+  if (mask.bias) scores = add(scores, Variable<T>(*mask.bias));
+  if (mask.allowed) scores = masked_fill(scores, Mask(!*mask.allowed), kNegInf);
+  if (opt.is_causal) {
+    Mask future = Mask::from_shape({n.Tq, n.Tk});
+    for (std::size_t i = 0; i < n.Tq; ++i)
+      for (std::size_t j = 0; j < n.Tk; ++j) future(i, j) = j > i;
+    scores = masked_fill(scores, future, kNegInf);
+  }
+  Variable<T> weights = softmax(scores, -1);
+  if (opt.dropout_p > 0)
+    weights =
+        dropout(weights, opt.dropout_p, true, opt.generator ? *opt.generator : default_generator());
+  AttentionOutput<T> result;
+  result.output = matmul(weights, v);
+  if (opt.need_weights) result.weights = weights;
+  return result;
+}
+
 }  // namespace
 
 template <class T>
-AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
-                                                const AttentionMask<T>& mask, const AttentionOptions& options) {
+AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k,
+                                                const Variable<T>& v, const AttentionMask<T>& mask,
+                                                const AttentionOptions& options) {
   const Dims n = check_shapes(q, k, v);
   kernel_masks(mask, options.is_causal, n);  // validates the mask shapes
   if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
-    throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1), got " + std::to_string(options.dropout_p));
+    throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1), got " +
+                     std::to_string(options.dropout_p));
   const T scale = options.scale ? T(*options.scale) : T(1.0 / std::sqrt(double(n.D)));
-  return fused(q, k, v, mask, options, n, scale);
+  return options.impl == AttentionImpl::Fused ? fused(q, k, v, mask, options, n, scale)
+                                              : composite(q, k, v, mask, options, n, scale);
 }
 
-template AttentionOutput<float> scaled_dot_product_attention(const Variable<float>&, const Variable<float>&,
-                                                             const Variable<float>&, const AttentionMask<float>&,
+template AttentionOutput<float> scaled_dot_product_attention(const Variable<float>&,
+                                                             const Variable<float>&,
+                                                             const Variable<float>&,
+                                                             const AttentionMask<float>&,
                                                              const AttentionOptions&);
-template AttentionOutput<double> scaled_dot_product_attention(const Variable<double>&, const Variable<double>&,
-                                                              const Variable<double>&, const AttentionMask<double>&,
+template AttentionOutput<double> scaled_dot_product_attention(const Variable<double>&,
+                                                              const Variable<double>&,
+                                                              const Variable<double>&,
+                                                              const AttentionMask<double>&,
                                                               const AttentionOptions&);
 
 }  // namespace qkv

@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <limits>
-
 #include <xtensor/xbroadcast.hpp>
 
 #include "qkv/autograd/gradcheck.hpp"
@@ -25,7 +24,8 @@ struct Case {
   std::string name;
 };
 
-Case sized(std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv) {
+Case sized(std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
+           std::size_t Dv) {
   Case c;
   c.B = B, c.H = H, c.Tq = Tq, c.Tk = Tk, c.D = D, c.Dv = Dv;
   return c;
@@ -42,7 +42,8 @@ template <class T>
 AttentionMask<T> make_mask(const Case& c) {
   AttentionMask<T> m;
   if (c.bool_mask) m.allowed = random_mask({c.B, 1, c.Tq, c.Tk}, 11);  // broadcast over heads
-  if (c.float_mask) m.bias = test::random_array<T>({c.Tq, c.Tk}, 12);  // broadcast over batch, heads
+  if (c.float_mask)
+    m.bias = test::random_array<T>({c.Tq, c.Tk}, 12);  // broadcast over batch, heads
   return m;
 }
 
@@ -52,11 +53,13 @@ struct Inputs {
 };
 template <class T>
 Inputs<T> make_inputs(const Case& c, std::uint64_t seed = 1) {
-  return {test::random_array<T>({c.B, c.H, c.Tq, c.D}, seed), test::random_array<T>({c.B, c.H, c.Tk, c.D}, seed + 1),
+  return {test::random_array<T>({c.B, c.H, c.Tq, c.D}, seed),
+          test::random_array<T>({c.B, c.H, c.Tk, c.D}, seed + 1),
           test::random_array<T>({c.B, c.H, c.Tk, c.Dv}, seed + 2)};
 }
 
-AttentionOptions make_options(const Case& c, AttentionImpl impl, Generator* gen, bool weights = false) {
+AttentionOptions make_options(const Case& c, AttentionImpl impl, Generator* gen,
+                              bool weights = false) {
   AttentionOptions o;
   o.impl = impl;
   o.is_causal = c.causal;
@@ -71,8 +74,8 @@ struct Reference {
   xt::xarray<double> out, weights;
 };
 template <class T>
-Reference reference(const Inputs<T>& in, const AttentionMask<T>& mask, const Case& c, std::uint64_t seed,
-                    std::uint64_t first) {
+Reference reference(const Inputs<T>& in, const AttentionMask<T>& mask, const Case& c,
+                    std::uint64_t seed, std::uint64_t first) {
   const Shape scores{c.B, c.H, c.Tq, c.Tk};
   xt::xarray<bool> allowed = mask.allowed ? xt::xarray<bool>(xt::broadcast(*mask.allowed, scores))
                                           : xt::xarray<bool>(xt::ones<bool>(scores));
@@ -88,7 +91,8 @@ Reference reference(const Inputs<T>& in, const AttentionMask<T>& mask, const Cas
         for (std::size_t j = 0; j < c.Tk; ++j) {
           if (!allowed(b, h, i, j) || (c.causal && j > i)) continue;
           double dot = 0;
-          for (std::size_t d = 0; d < c.D; ++d) dot += double(in.q(b, h, i, d)) * double(in.k(b, h, j, d));
+          for (std::size_t d = 0; d < c.D; ++d)
+            dot += double(in.q(b, h, i, d)) * double(in.k(b, h, j, d));
           s[j] = dot * scale + bias(b, h, i, j);
           mx = std::max(mx, s[j]);
         }
@@ -111,7 +115,8 @@ double max_abs_diff(const A& a, const B& b) {
   REQUIRE(a.size() == b.size());
   double m = 0;
   auto ia = a.begin();
-  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib) m = std::max(m, std::fabs(double(*ia) - double(*ib)));
+  for (auto ib = b.begin(); ib != b.end(); ++ia, ++ib)
+    m = std::max(m, std::fabs(double(*ia) - double(*ib)));
   return m;
 }
 
@@ -165,53 +170,118 @@ std::vector<Case> block_cases() {
 
 }  // namespace
 
-TEST_CASE("scaled_dot_product_attention: fused forward and weights match a naive float64 reference") {
+constexpr AttentionImpl kImpls[] = {AttentionImpl::Fused, AttentionImpl::Composite};
+const char* impl_name(AttentionImpl impl) {
+  return impl == AttentionImpl::Fused ? "fused" : "composite";
+}
+
+TEST_CASE("scaled_dot_product_attention: forward and weights match a naive float64 reference") {
+  std::vector<Case> all = cases();
+  for (const Case& c : block_cases()) all.push_back(c);
+  for (AttentionImpl impl : kImpls)
+    for (const Case& c : all) {
+      const std::string impl_str = impl_name(impl);
+      CAPTURE(impl_str);
+      CAPTURE(c.name);
+      Inputs<double> in = make_inputs<double>(c);
+      AttentionMask<double> mask = make_mask<double>(c);
+      Generator gen(42);
+      gen.reserve(5);  // the kernel must start at the generator's offset
+      AttentionOutput<double> r = scaled_dot_product_attention(
+          Variable<double>(in.q), Variable<double>(in.k), Variable<double>(in.v), mask,
+          make_options(c, impl, &gen, true));
+      Reference ref = reference(in, mask, c, 42, 5);
+      REQUIRE(r.output.shape() == Shape{c.B, c.H, c.Tq, c.Dv});
+      REQUIRE(r.weights.shape() == Shape{c.B, c.H, c.Tq, c.Tk});
+      CHECK(max_abs_diff(r.output.value(), ref.out) < 1e-12);
+      CHECK(max_abs_diff(r.weights.value(), ref.weights) < 1e-12);
+      CHECK(gen.offset() == (c.p > 0 ? 5 + c.B * c.H * c.Tq * c.Tk : 5));
+
+      // float32 agrees with the float64 reference to float precision.
+      Inputs<float> inf{cast<float>(in.q), cast<float>(in.k), cast<float>(in.v)};
+      AttentionMask<float> maskf = make_mask<float>(c);
+      Generator genf(42);
+      genf.reserve(5);
+      AttentionOutput<float> rf = scaled_dot_product_attention(
+          Variable<float>(inf.q), Variable<float>(inf.k), Variable<float>(inf.v), maskf,
+          make_options(c, impl, &genf, true));
+      CHECK(max_abs_diff(rf.output.value(), ref.out) < 1e-5);
+      CHECK(max_abs_diff(rf.weights.value(), ref.weights) < 1e-5);
+    }
+}
+
+namespace {
+
+// Output, weights and the gradients of q, k, v for one implementation (upstream gradient fixed).
+template <class T>
+std::vector<Array<T>> run_with_grads(const Case& c, AttentionImpl impl) {
+  Inputs<T> in = make_inputs<T>(c);
+  Variable<T> q(in.q, true), k(in.k, true), v(in.v, true);
+  Generator gen(77);
+  AttentionOutput<T> r =
+      scaled_dot_product_attention(q, k, v, make_mask<T>(c), make_options(c, impl, &gen, true));
+  Array<T> weights = r.weights.value();
+  r.output.backward(test::random_array<T>(r.output.shape(), 99));
+  return {r.output.value(), weights, q.grad(), k.grad(), v.grad()};
+}
+
+template <class T>
+void check_agreement(double tolerance) {
   std::vector<Case> all = cases();
   for (const Case& c : block_cases()) all.push_back(c);
   for (const Case& c : all) {
     CAPTURE(c.name);
-    Inputs<double> in = make_inputs<double>(c);
-    AttentionMask<double> mask = make_mask<double>(c);
-    Generator gen(42);
-    gen.reserve(5);  // the kernel must start at the generator's offset
-    AttentionOutput<double> r = scaled_dot_product_attention(
-        Variable<double>(in.q), Variable<double>(in.k), Variable<double>(in.v), mask,
-        make_options(c, AttentionImpl::Fused, &gen, true));
-    Reference ref = reference(in, mask, c, 42, 5);
-    REQUIRE(r.output.shape() == Shape{c.B, c.H, c.Tq, c.Dv});
-    REQUIRE(r.weights.shape() == Shape{c.B, c.H, c.Tq, c.Tk});
-    CHECK(max_abs_diff(r.output.value(), ref.out) < 1e-12);
-    CHECK(max_abs_diff(r.weights.value(), ref.weights) < 1e-12);
-    CHECK(!r.weights.requires_grad());
-    CHECK(gen.offset() == (c.p > 0 ? 5 + c.B * c.H * c.Tq * c.Tk : 5));
-
-    // float32 agrees with the float64 reference to float precision.
-    Inputs<float> inf{cast<float>(in.q), cast<float>(in.k), cast<float>(in.v)};
-    AttentionMask<float> maskf = make_mask<float>(c);
-    Generator genf(42);
-    genf.reserve(5);
-    AttentionOutput<float> rf = scaled_dot_product_attention(
-        Variable<float>(inf.q), Variable<float>(inf.k), Variable<float>(inf.v), maskf,
-        make_options(c, AttentionImpl::Fused, &genf, true));
-    CHECK(max_abs_diff(rf.output.value(), ref.out) < 1e-5);
-    CHECK(max_abs_diff(rf.weights.value(), ref.weights) < 1e-5);
+    std::vector<Array<T>> fused = run_with_grads<T>(c, AttentionImpl::Fused);
+    std::vector<Array<T>> composite = run_with_grads<T>(c, AttentionImpl::Composite);
+    const char* names[] = {"output", "weights", "dq", "dk", "dv"};
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      const std::string name = names[i];
+      CAPTURE(name);
+      CHECK(max_abs_diff(fused[i], composite[i]) <= tolerance);
+    }
   }
 }
 
-TEST_CASE("scaled_dot_product_attention: fused gradcheck of q, k, v") {
-  for (const Case& c : cases()) {
-    CAPTURE(c.name);
-    Inputs<double> in = make_inputs<double>(c);
-    AttentionMask<double> mask = make_mask<double>(c);
-    test::check_grad(
-        [&](const std::vector<Variable<double>>& x) {
-          Generator gen(3);  // the same dropout mask on every evaluation
-          return scaled_dot_product_attention(x[0], x[1], x[2], mask,
-                                              make_options(c, AttentionImpl::Fused, &gen))
-              .output;
-        },
-        {in.q, in.k, in.v});
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention: fused and composite agree on outputs and all gradients") {
+  SUBCASE("float64") {
+    check_agreement<double>(1e-10);
   }
+  SUBCASE("float32") {
+    check_agreement<float>(1e-5);
+  }
+}
+
+TEST_CASE(
+    "scaled_dot_product_attention: composite weights are in the graph, fused weights detached") {
+  Case c;
+  Inputs<double> in = make_inputs<double>(c);
+  for (AttentionImpl impl : kImpls) {
+    Variable<double> q(in.q, true), k(in.k, true), v(in.v, true);
+    AttentionOutput<double> r =
+        scaled_dot_product_attention(q, k, v, {}, make_options(c, impl, nullptr, true));
+    CHECK(r.weights.requires_grad() == (impl == AttentionImpl::Composite));
+    CHECK(r.output.requires_grad());
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: gradcheck of q, k, v, fused and composite") {
+  for (AttentionImpl impl : kImpls)
+    for (const Case& c : cases()) {
+      const std::string impl_str = impl_name(impl);
+      CAPTURE(impl_str);
+      CAPTURE(c.name);
+      Inputs<double> in = make_inputs<double>(c);
+      AttentionMask<double> mask = make_mask<double>(c);
+      test::check_grad(
+          [&](const std::vector<Variable<double>>& x) {
+            Generator gen(3);  // the same dropout mask on every evaluation
+            return scaled_dot_product_attention(x[0], x[1], x[2], mask, make_options(c, impl, &gen))
+                .output;
+          },
+          {in.q, in.k, in.v});
+    }
 }
 
 TEST_CASE("scaled_dot_product_attention: fused gradcheck across several blocks") {
@@ -223,7 +293,8 @@ TEST_CASE("scaled_dot_product_attention: fused gradcheck across several blocks")
   test::check_grad(
       [&](const std::vector<Variable<double>>& x) {
         Generator gen(3);
-        return scaled_dot_product_attention(x[0], x[1], x[2], mask, make_options(c, AttentionImpl::Fused, &gen))
+        return scaled_dot_product_attention(x[0], x[1], x[2], mask,
+                                            make_options(c, AttentionImpl::Fused, &gen))
             .output;
       },
       {in.q, in.k, in.v});
@@ -233,24 +304,28 @@ TEST_CASE("scaled_dot_product_attention: q = k = v, the same Variable three time
   Case c = sized(2, 2, 4, 4, 3, 3);
   c.float_mask = true;
   AttentionMask<double> mask = make_mask<double>(c);
-  for (AttentionImpl impl : {AttentionImpl::Fused}) {
+  for (AttentionImpl impl : kImpls) {
     test::check_grad(
         [&](const std::vector<Variable<double>>& x) {
-          return scaled_dot_product_attention(x[0], x[0], x[0], mask, make_options(c, impl, nullptr)).output;
+          return scaled_dot_product_attention(x[0], x[0], x[0], mask,
+                                              make_options(c, impl, nullptr))
+              .output;
         },
         {test::random_array<double>({c.B, c.H, c.Tq, c.D}, 5)});
   }
 }
 
-TEST_CASE("scaled_dot_product_attention: a fully masked query row gives zero output and zero gradients") {
+TEST_CASE(
+    "scaled_dot_product_attention: a fully masked query row gives zero output and zero gradients") {
   Case c = sized(1, 2, 3, 4, 3, 2);
   Inputs<double> in = make_inputs<double>(c);
   AttentionMask<double> mask;
   mask.allowed = Mask(xt::ones<bool>({c.Tq, c.Tk}));
   for (std::size_t j = 0; j < c.Tk; ++j) (*mask.allowed)(1, j) = false;  // row 1: nothing allowed
   mask.bias = zeros<double>({c.Tq, c.Tk});
-  for (std::size_t j = 0; j < c.Tk; ++j) (*mask.bias)(2, j) = -kInf;  // row 2: forbidden by the bias
-  for (AttentionImpl impl : {AttentionImpl::Fused}) {
+  for (std::size_t j = 0; j < c.Tk; ++j)
+    (*mask.bias)(2, j) = -kInf;  // row 2: forbidden by the bias
+  for (AttentionImpl impl : kImpls) {
     Variable<double> q(in.q, true), k(in.k, true), v(in.v, true);
     AttentionOptions opt = make_options(c, impl, nullptr, true);
     AttentionOutput<double> r = scaled_dot_product_attention(q, k, v, mask, opt);
@@ -269,29 +344,37 @@ TEST_CASE("scaled_dot_product_attention: a fully masked query row gives zero out
     CHECK(std::fabs(q.grad()(0, 0, 0, 0)) > 0.0);
     test::check_grad(
         [&](const std::vector<Variable<double>>& x) {
-          return scaled_dot_product_attention(x[0], x[1], x[2], mask, make_options(c, impl, nullptr)).output;
+          return scaled_dot_product_attention(x[0], x[1], x[2], mask,
+                                              make_options(c, impl, nullptr))
+              .output;
         },
         {in.q, in.k, in.v});
   }
 }
 
-TEST_CASE("scaled_dot_product_attention: dropout is reproducible for a seed and differs across seeds") {
+TEST_CASE(
+    "scaled_dot_product_attention: dropout is reproducible for a seed and differs across seeds") {
   Case c = sized(1, 2, 6, 7, 3, 2);
   c.p = 0.5;
   Inputs<double> in = make_inputs<double>(c);
-  auto run = [&](std::uint64_t seed) {
-    Generator gen(seed);
-    return scaled_dot_product_attention(Variable<double>(in.q), Variable<double>(in.k), Variable<double>(in.v), {},
-                                        make_options(c, AttentionImpl::Fused, &gen, true));
-  };
-  AttentionOutput<double> a = run(1), b = run(1), d = run(2);
-  CHECK(test::bitwise_equal(a.output.value(), b.output.value()));
-  CHECK(test::bitwise_equal(a.weights.value(), b.weights.value()));
-  CHECK(!test::bitwise_equal(a.weights.value(), d.weights.value()));
-  std::size_t zeros = 0;
-  for (double w : a.weights.value()) zeros += w == 0.0;
-  CHECK(zeros > 0);
-  CHECK(zeros < a.weights.size());
+  for (AttentionImpl impl : kImpls) {
+    const std::string impl_str = impl_name(impl);
+    CAPTURE(impl_str);
+    auto run = [&](std::uint64_t seed) {
+      Generator gen(seed);
+      return scaled_dot_product_attention(Variable<double>(in.q), Variable<double>(in.k),
+                                          Variable<double>(in.v), {},
+                                          make_options(c, impl, &gen, true));
+    };
+    AttentionOutput<double> a = run(1), b = run(1), d = run(2);
+    CHECK(test::bitwise_equal(a.output.value(), b.output.value()));
+    CHECK(test::bitwise_equal(a.weights.value(), b.weights.value()));
+    CHECK(!test::bitwise_equal(a.weights.value(), d.weights.value()));
+    std::size_t zeros = 0;
+    for (double w : a.weights.value()) zeros += w == 0.0;
+    CHECK(zeros > 0);
+    CHECK(zeros < a.weights.size());
+  }
 }
 
 TEST_CASE("scaled_dot_product_attention: bitwise identical results on 1 and 2 threads") {
@@ -301,17 +384,19 @@ TEST_CASE("scaled_dot_product_attention: bitwise identical results on 1 and 2 th
   Inputs<float> in = make_inputs<float>(c);
   AttentionMask<float> mask = make_mask<float>(c);
   const int saved = num_threads();
-  for (AttentionImpl impl : {AttentionImpl::Fused}) {
+  for (AttentionImpl impl : kImpls) {
     std::vector<Array<float>> results[2];
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       Variable<float> q(in.q, true), k(in.k, true), v(in.v, true);
       Generator gen(8);
-      AttentionOutput<float> r = scaled_dot_product_attention(q, k, v, mask, make_options(c, impl, &gen, true));
+      AttentionOutput<float> r =
+          scaled_dot_product_attention(q, k, v, mask, make_options(c, impl, &gen, true));
       r.output.backward(test::random_array<float>(r.output.shape(), 4));
       results[threads - 1] = {r.output.value(), r.weights.value(), q.grad(), k.grad(), v.grad()};
     }
-    for (std::size_t i = 0; i < results[0].size(); ++i) CHECK(test::bitwise_equal(results[0][i], results[1][i]));
+    for (std::size_t i = 0; i < results[0].size(); ++i)
+      CHECK(test::bitwise_equal(results[0][i], results[1][i]));
   }
   set_num_threads(saved);
 }
@@ -320,22 +405,25 @@ TEST_CASE("scaled_dot_product_attention: shape and option errors") {
   auto var = [](const Shape& s) { return Variable<float>(zeros<float>(s)); };
   Variable<float> q = var({2, 4, 5, 8}), k = var({2, 4, 6, 8}), v = var({2, 4, 6, 3});
   CHECK_NOTHROW(scaled_dot_product_attention(q, k, v));
-  CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, var({2, 4, 6, 7}), v),
-                       doctest::Contains("scaled_dot_product_attention: expected q (B, H, Tq, D), k (B, H, Tk, D), "
-                                         "v (B, H, Tk, Dv); got q (2, 4, 5, 8), k (2, 4, 6, 7), v (2, 4, 6, 3)"),
-                       ShapeError);
+  CHECK_THROWS_WITH_AS(
+      scaled_dot_product_attention(q, var({2, 4, 6, 7}), v),
+      doctest::Contains("scaled_dot_product_attention: expected q (B, H, Tq, D), k (B, H, Tk, D), "
+                        "v (B, H, Tk, Dv); got q (2, 4, 5, 8), k (2, 4, 6, 7), v (2, 4, 6, 3)"),
+      ShapeError);
   CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k, var({2, 4, 5, 3})),
                        doctest::Contains("v (2, 4, 5, 3)"), ShapeError);
-  CHECK_THROWS_WITH_AS(scaled_dot_product_attention(var({4, 5, 8}), k, v), doctest::Contains("got q (4, 5, 8)"),
-                       ShapeError);
-  CHECK_THROWS_AS(scaled_dot_product_attention(q, var({1, 4, 6, 8}), var({1, 4, 6, 3})), ShapeError);
+  CHECK_THROWS_WITH_AS(scaled_dot_product_attention(var({4, 5, 8}), k, v),
+                       doctest::Contains("got q (4, 5, 8)"), ShapeError);
+  CHECK_THROWS_AS(scaled_dot_product_attention(q, var({1, 4, 6, 8}), var({1, 4, 6, 3})),
+                  ShapeError);
 
   AttentionMask<float> bad_bool;
   bad_bool.allowed = Mask(xt::ones<bool>({5, 7}));
-  CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k, v, bad_bool),
-                       doctest::Contains("boolean mask of shape (5, 7) does not broadcast to the scores' shape "
-                                         "(B, H, Tq, Tk) = (2, 4, 5, 6)"),
-                       ShapeError);
+  CHECK_THROWS_WITH_AS(
+      scaled_dot_product_attention(q, k, v, bad_bool),
+      doctest::Contains("boolean mask of shape (5, 7) does not broadcast to the scores' shape "
+                        "(B, H, Tq, Tk) = (2, 4, 5, 6)"),
+      ShapeError);
   AttentionMask<float> bad_float;
   bad_float.bias = zeros<float>({3, 1, 1});
   CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k, v, bad_float),
@@ -353,7 +441,8 @@ TEST_CASE("scaled_dot_product_attention: shape and option errors") {
   CHECK_THROWS_AS(scaled_dot_product_attention(q, k, v, {}, opt), ValueError);
 }
 
-TEST_CASE("scaled_dot_product_attention: the fused path without weights allocates no Tq x Tk buffer") {
+TEST_CASE(
+    "scaled_dot_product_attention: the fused path without weights allocates no Tq x Tk buffer") {
   const std::size_t H = 2, T = 512, D = 16;
   Variable<float> q(test::random_array<float>({1, H, T, D}, 1), true);
   Variable<float> k(test::random_array<float>({1, H, T, D}, 2), true);

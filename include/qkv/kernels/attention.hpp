@@ -34,9 +34,9 @@ template <class T>
 struct AttentionMasks {
   const bool* allowed = nullptr;  ///< true = may attend
   Strides4 allowed_strides;
-  const T* bias = nullptr;        ///< added to the scaled scores
+  const T* bias = nullptr;  ///< added to the scaled scores
   Strides4 bias_strides;
-  bool causal = false;            ///< key j allowed only when j <= i (top-left aligned)
+  bool causal = false;  ///< key j allowed only when j <= i (top-left aligned)
 };
 
 /// Dropout on the weights: p == 0 disables it.
