@@ -1,0 +1,392 @@
+#include "qkv/io/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "qkv/version.hpp"
+
+namespace qkv::io {
+
+using h5::Handle;
+
+namespace {
+
+std::function<void(const std::string&)>& save_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// "a/b/c" -> {"a", "b", "c"}; rejects empty, "." and ".." parts (HDF5 would misread them).
+std::vector<std::string> split_name(const std::string& name, const std::string& where) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t slash = name.find('/', start);
+    parts.push_back(name.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  for (auto& p : parts)
+    if (p.empty() || p == "." || p == "..")
+      throw IoError(where + ": tensor name '" + name + "' is not a valid HDF5 path component");
+  return parts;
+}
+
+// Tensors under `group`; a '/' in a name creates (ordered) subgroups.
+void write_tensors(hid_t group, const std::string& group_path, const nn::StateDict<float>& tensors) {
+  std::map<std::string, Handle> subgroups;
+  for (auto& [name, value] : tensors) {
+    auto parts = split_name(name, group_path);
+    hid_t parent = group;
+    std::string prefix;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      prefix += parts[i] + "/";
+      auto it = subgroups.find(prefix);
+      if (it == subgroups.end()) it = subgroups.emplace(prefix, h5::create_group(parent, parts[i])).first;
+      parent = it->second;
+    }
+    if (H5Lexists(parent, parts.back().c_str(), H5P_DEFAULT) > 0)
+      throw IoError(group_path + "/" + name + " is written twice");
+    // Array is row-major and contiguous, so data() is the whole tensor in order.
+    h5::write_dataset(parent, parts.back(), H5T_IEEE_F32LE, H5T_NATIVE_FLOAT,
+                      Shape(value.shape().begin(), value.shape().end()), value.data());
+  }
+}
+
+Array<float> read_float_tensor(hid_t dataset, const std::string& path) {
+  h5::DatasetInfo info = h5::dataset_info(dataset, path);
+  if (info.type_class != H5T_FLOAT) throw IoError(path + ": expected float32, found " + info.dtype);
+  Array<float> a = Array<float>::from_shape(info.shape);
+  if (a.size() > 0) h5::read_dataset(dataset, H5T_NATIVE_FLOAT, a.data(), path);
+  return a;
+}
+
+void read_tensors(hid_t group, const std::string& group_path, const std::string& name_prefix,
+                  nn::StateDict<float>& out) {
+  for (auto& [name, kind] : h5::children(group)) {
+    const std::string path = group_path + "/" + name;
+    if (kind == h5::Kind::Group) {
+      Handle g = h5::open_group(group, name, path);
+      read_tensors(g, path, name_prefix + name + "/", out);
+    } else if (kind == h5::Kind::Dataset) {
+      Handle d = h5::open_dataset(group, name, path);
+      out.emplace_back(name_prefix + name, read_float_tensor(d, path));
+    } else {
+      throw IoError(path + " is neither a group nor a dataset");
+    }
+  }
+}
+
+Handle file_create_plist() {
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "H5Pcreate");
+  h5::check(H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "link creation order");
+  h5::check(H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "attribute creation order");
+  return fcpl;
+}
+
+void write_file(const std::string& file_name, const Checkpoint& ck) {
+  Handle fcpl = file_create_plist();
+  Handle file(H5Fcreate(file_name.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), H5Fclose, "cannot create " + file_name);
+  {
+    Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open /");
+    h5::write_attribute(root, "format", std::string(kCheckpointFormat));
+    h5::write_attribute(root, "format_version", static_cast<std::int64_t>(kCheckpointVersion));
+    h5::write_attribute(root, "qkv_version", std::string(QKV_VERSION));
+    h5::write_attribute(root, "step", ck.step);
+    h5::write_string_dataset(root, "config", ck.config_yaml);
+
+    Handle model = h5::create_group(root, "model");
+    write_tensors(model, "/model", ck.model);
+
+    Handle optimizer = h5::create_group(root, "optimizer");
+    h5::write_attribute(optimizer, "step", ck.optimizer_step);
+    write_tensors(optimizer, "/optimizer", ck.optimizer);
+
+    Handle rng = h5::create_group(root, "rng");
+    for (auto& [name, state] : ck.rng) {
+      split_name(name, "/rng");
+      h5::write_dataset(rng, name, H5T_STD_U64LE, H5T_NATIVE_UINT64, Shape{2}, state.data());
+    }
+
+    Handle train = h5::create_group(root, "train");
+    for (auto& [name, value] : ck.scalars) h5::write_attribute(train, name, value);
+
+    Handle metrics = h5::create_group(root, "metrics");
+    for (auto& [name, column] : ck.metrics) {
+      split_name(name, "/metrics");
+      h5::write_dataset(metrics, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, Shape{column.size()}, column.data());
+    }
+    if (save_hook()) save_hook()("written");
+    h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush " + file_name);
+  }
+  file.close("cannot close " + file_name);
+}
+
+// Make the bytes durable before the rename publishes them.
+void sync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) {
+    if (directory) return;  // best effort
+    throw IoError("cannot reopen " + path + " to sync it: " + errno_text());
+  }
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  if (rc != 0 && !directory) throw IoError("cannot sync " + path + ": " + std::strerror(err));
+}
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+// Opens an existing HDF5 file for reading with clear errors for the usual ways that fails.
+Handle open_for_reading(const std::string& path) {
+  h5::quiet();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw IoError("cannot open: " + errno_text());
+  if (S_ISDIR(st.st_mode)) throw IoError("is a directory, not a checkpoint file");
+  if (::access(path.c_str(), R_OK) != 0) throw IoError("cannot read: " + errno_text());
+  htri_t is_h5 = H5Fis_hdf5(path.c_str());
+  if (is_h5 <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw IoError(std::string("not an HDF5 file (no HDF5 signature") + (st.st_size == 0 ? "; the file is empty" : "") + ")");
+  }
+  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
+                "cannot open the HDF5 file (truncated or damaged?)");
+}
+
+Checkpoint read_file(const std::string& path) {
+  Handle file = open_for_reading(path);
+  Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
+  Checkpoint ck;
+  if (!h5::has_attribute(root, "format"))
+    throw IoError("not a qkv checkpoint: the root attribute 'format' is missing");
+  std::string format = h5::read_string_attribute(root, "format", "/");
+  if (format != kCheckpointFormat)
+    throw IoError("not a qkv checkpoint: root attribute format is '" + format + "', expected '" + kCheckpointFormat + "'");
+  std::int64_t version = h5::read_int_attribute(root, "format_version", "/");
+  if (version != kCheckpointVersion)
+    throw IoError("checkpoint format_version " + std::to_string(version) + " is not supported: this qkv (" +
+                  QKV_VERSION + ") reads format_version " + std::to_string(kCheckpointVersion));
+  ck.step = h5::read_int_attribute(root, "step", "/");
+  ck.config_yaml = h5::read_string_dataset(h5::open_dataset(root, "config", "/config"), "/config");
+
+  Handle model = h5::open_group(root, "model", "/model");
+  read_tensors(model, "/model", "", ck.model);
+
+  Handle optimizer = h5::open_group(root, "optimizer", "/optimizer");
+  ck.optimizer_step = h5::read_int_attribute(optimizer, "step", "/optimizer");
+  read_tensors(optimizer, "/optimizer", "", ck.optimizer);
+
+  Handle rng = h5::open_group(root, "rng", "/rng");
+  for (auto& [name, kind] : h5::children(rng)) {
+    const std::string p = "/rng/" + name;
+    Handle d = h5::open_dataset(rng, name, p);
+    h5::DatasetInfo info = h5::dataset_info(d, p);
+    if (info.type_class != H5T_INTEGER || info.shape != Shape{2})
+      throw IoError(p + ": expected uint64 (2), found " + info.dtype + " " + shape_str(info.shape));
+    std::array<std::uint64_t, 2> state{};
+    h5::read_dataset(d, H5T_NATIVE_UINT64, state.data(), p);
+    ck.rng.emplace_back(name, state);
+  }
+
+  Handle train = h5::open_group(root, "train", "/train");
+  for (auto& name : h5::attribute_names(train))
+    ck.scalars.emplace_back(name, h5::read_double_attribute(train, name, "/train"));
+
+  Handle metrics = h5::open_group(root, "metrics", "/metrics");
+  for (auto& [name, kind] : h5::children(metrics)) {
+    const std::string p = "/metrics/" + name;
+    Handle d = h5::open_dataset(metrics, name, p);
+    h5::DatasetInfo info = h5::dataset_info(d, p);
+    if (info.type_class != H5T_FLOAT || info.shape.size() != 1)
+      throw IoError(p + ": expected a float64 column, found " + info.dtype + " " + shape_str(info.shape));
+    std::vector<double> column(info.shape[0]);
+    if (!column.empty()) h5::read_dataset(d, H5T_NATIVE_DOUBLE, column.data(), p);
+    ck.metrics.emplace_back(name, std::move(column));
+  }
+  return ck;
+}
+
+// ---- inspect ----
+
+std::string fmt(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+std::string attribute_text(hid_t object, const std::string& name, const std::string& path) {
+  try {
+    Handle a(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose, "H5Aopen");
+    Handle type(H5Aget_type(a), H5Tclose, "H5Aget_type");
+    Handle space(H5Aget_space(a), H5Sclose, "H5Aget_space");
+    H5T_class_t c = H5Tget_class(type);
+    bool scalar = H5Sget_simple_extent_npoints(space) == 1;
+    if (c == H5T_STRING && scalar) return "\"" + h5::read_string_attribute(object, name, path) + "\"";
+    if (c == H5T_INTEGER && scalar) return std::to_string(h5::read_int_attribute(object, name, path));
+    if (c == H5T_FLOAT && scalar) return fmt(h5::read_double_attribute(object, name, path));
+    return "(" + std::to_string(H5Sget_simple_extent_npoints(space)) + " values of class " + std::to_string(c) + ")";
+  } catch (const IoError& e) {
+    return std::string("(unreadable: ") + e.what() + ")";
+  }
+}
+
+void list_attributes(hid_t object, const std::string& path, std::ostringstream& out) {
+  for (auto& name : h5::attribute_names(object)) out << "    @" << name << " = " << attribute_text(object, name, path) << "\n";
+}
+
+std::string dataset_summary(hid_t d, const std::string& path) {
+  h5::DatasetInfo info = h5::dataset_info(d, path);
+  std::string line = info.dtype + " " + shape_str(info.shape);
+  std::size_t n = numel(info.shape);
+  if (info.type_class == H5T_STRING) {
+    if (n == 1) line += ", " + std::to_string(h5::read_string_dataset(d, path).size()) + " chars";
+    return line;
+  }
+  if (info.type_class != H5T_FLOAT && info.type_class != H5T_INTEGER) return line;
+  if (n == 0) return line + "  (empty)";
+  if (n > (std::size_t(1) << 27)) return line + "  (too large for statistics)";
+  if (info.type_class == H5T_INTEGER && n <= 8) {
+    std::vector<std::int64_t> iv(n);
+    std::vector<std::uint64_t> uv(n);
+    if (info.is_signed) h5::read_dataset(d, H5T_NATIVE_INT64, iv.data(), path);
+    else h5::read_dataset(d, H5T_NATIVE_UINT64, uv.data(), path);
+    line += "  [";
+    for (std::size_t i = 0; i < n; ++i)
+      line += (i ? ", " : "") + (info.is_signed ? std::to_string(iv[i]) : std::to_string(uv[i]));
+    return line + "]";
+  }
+  std::vector<double> v(n);
+  h5::read_dataset(d, H5T_NATIVE_DOUBLE, v.data(), path);
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  std::size_t bad = 0, good = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) {
+      ++bad;
+      continue;
+    }
+    lo = std::min(lo, x), hi = std::max(hi, x), sum += x, ++good;
+  }
+  double mean = good ? sum / static_cast<double>(good) : NAN, var = 0;
+  for (double x : v)
+    if (std::isfinite(x)) var += (x - mean) * (x - mean);
+  double sd = good ? std::sqrt(var / static_cast<double>(good)) : NAN;
+  line += "  min " + fmt(lo) + "  max " + fmt(hi) + "  mean " + fmt(mean) + "  std " + fmt(sd);
+  if (bad) line += "  non-finite " + std::to_string(bad);
+  return line;
+}
+
+void walk(hid_t group, const std::string& path, std::ostringstream& out) {
+  out << path << "  group\n";
+  list_attributes(group, path, out);
+  for (auto& [name, kind] : h5::children(group)) {
+    const std::string p = (path == "/" ? "/" : path + "/") + name;
+    try {
+      if (kind == h5::Kind::Group) {
+        Handle g = h5::open_group(group, name, p);
+        walk(g, p, out);
+      } else if (kind == h5::Kind::Dataset) {
+        Handle d = h5::open_dataset(group, name, p);
+        out << p << "  " << dataset_summary(d, p) << "\n";
+        list_attributes(d, p, out);
+      } else {
+        out << p << "  (other object)\n";
+      }
+    } catch (const IoError& e) {
+      out << p << "  (unreadable: " << e.what() << ")\n";
+    }
+  }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
+  h5::quiet();
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // Create the temp file ourselves first: errno says plainly why a directory is unusable.
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw IoError("save_checkpoint: " + path + ": cannot create the temporary file " + tmp + ": " + errno_text());
+  ::close(fd);
+  try {
+    write_file(tmp, checkpoint);
+    sync_path(tmp, false);
+    if (save_hook()) save_hook()("renaming");
+    if (::rename(tmp.c_str(), path.c_str()) != 0) throw IoError("cannot rename " + tmp + " to " + path + ": " + errno_text());
+  } catch (const std::exception& e) {
+    ::unlink(tmp.c_str());
+    throw IoError("save_checkpoint: " + path + ": " + e.what() + " (the previous file, if any, is unchanged)");
+  }
+  sync_path(parent_dir(path), true);
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  try {
+    return read_file(path);
+  } catch (const IoError& e) {
+    throw IoError("load_checkpoint: " + path + ": " + e.what());
+  }
+}
+
+void check_compatible(const nn::StateDict<float>& expected, const nn::StateDict<float>& found, const std::string& path) {
+  auto find = [](const nn::StateDict<float>& d, const std::string& name) {
+    return std::find_if(d.begin(), d.end(), [&](auto& kv) { return kv.first == name; });
+  };
+  std::string problems;
+  for (auto& [name, value] : expected) {
+    auto it = find(found, name);
+    if (it == found.end())
+      problems += "\n  missing: " + name + " " + shape_str(value.shape());
+    else if (it->second.shape() != value.shape())
+      problems += "\n  shape of " + name + ": the model has " + shape_str(value.shape()) + ", the checkpoint " +
+                  shape_str(it->second.shape());
+  }
+  for (auto& [name, value] : found)
+    if (find(expected, name) == expected.end()) problems += "\n  unexpected: " + name + " " + shape_str(value.shape());
+  if (!problems.empty())
+    throw ValueError(path + ": the checkpoint's model does not fit this model (was it written with another config?):" +
+                     problems);
+}
+
+std::string inspect(const std::string& path) {
+  try {
+    Handle file = open_for_reading(path);
+    Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
+    std::ostringstream out;
+    struct stat st;
+    ::stat(path.c_str(), &st);
+    out << path << "  (HDF5, " << st.st_size << " bytes)\n";
+    walk(root, "/", out);
+    if (H5Lexists(root, "config", H5P_DEFAULT) > 0) {
+      try {
+        std::string text = h5::read_string_dataset(h5::open_dataset(root, "config", "/config"), "/config");
+        out << "\n/config:\n" << text << (text.empty() || text.back() == '\n' ? "" : "\n");
+      } catch (const IoError&) {
+      }
+    }
+    H5Eclear2(H5E_DEFAULT);
+    return out.str();
+  } catch (const IoError& e) {
+    throw IoError("inspect: " + path + ": " + e.what());
+  }
+}
+
+namespace testing {
+void set_save_hook(std::function<void(const std::string&)> hook) { save_hook() = std::move(hook); }
+}  // namespace testing
+
+}  // namespace qkv::io

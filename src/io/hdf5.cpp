@@ -1,0 +1,317 @@
+#include "qkv/io/hdf5.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace qkv::io::h5 {
+
+void quiet() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+std::string last_error() {
+  // Walk from the API call down to the innermost cause; the two innermost descriptions carry
+  // the useful part (e.g. the errno text for a failed open or write).
+  std::vector<std::string> descs;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        if (e->desc && *e->desc) static_cast<std::vector<std::string>*>(data)->push_back(e->desc);
+        return 0;
+      },
+      &descs);
+  H5Eclear2(H5E_DEFAULT);
+  if (descs.empty()) return "";
+  std::string out = descs.front();
+  if (descs.size() > 1) out += " (" + descs.back() + ")";
+  return out;
+}
+
+Handle::Handle(hid_t id, Closer close, const std::string& what) : id_(id), close_(close) {
+  if (id < 0) {
+    id_ = -1;
+    throw IoError(what + ": " + last_error());
+  }
+}
+
+Handle& Handle::operator=(Handle&& o) noexcept {
+  if (this != &o) {
+    if (id_ >= 0) close_(id_);
+    id_ = std::exchange(o.id_, -1);
+    close_ = o.close_;
+  }
+  return *this;
+}
+
+Handle::~Handle() {
+  if (id_ >= 0) close_(id_);
+}
+
+void Handle::close(const std::string& what) {
+  hid_t id = std::exchange(id_, -1);
+  if (id >= 0) check(close_(id), what);
+}
+
+void check(herr_t status, const std::string& what) {
+  if (status < 0) throw IoError(what + ": " + last_error());
+}
+
+Handle create_group(hid_t parent, const std::string& name) {
+  Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "H5Pcreate");
+  check(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "link creation order");
+  check(H5Pset_attr_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "attribute creation order");
+  return Handle(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, gcpl, H5P_DEFAULT), H5Gclose,
+                "cannot create group '" + name + "'");
+}
+
+namespace {
+
+bool link_exists(hid_t parent, const std::string& name) {
+  htri_t e = H5Lexists(parent, name.c_str(), H5P_DEFAULT);
+  H5Eclear2(H5E_DEFAULT);
+  return e > 0;
+}
+
+H5I_type_t object_type(hid_t parent, const std::string& name) {
+  hid_t obj = H5Oopen(parent, name.c_str(), H5P_DEFAULT);
+  if (obj < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return H5I_BADID;
+  }
+  H5I_type_t t = H5Iget_type(obj);
+  H5Oclose(obj);
+  return t;
+}
+
+// Creation order if the object's creation property list tracks it; name order otherwise.
+template <class GetPlist>
+H5_index_t index_for(hid_t object, GetPlist get_plist, bool links) {
+  hid_t plist = get_plist(object);
+  if (plist < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    return H5_INDEX_NAME;
+  }
+  unsigned flags = 0;
+  herr_t s = links ? H5Pget_link_creation_order(plist, &flags) : H5Pget_attr_creation_order(plist, &flags);
+  H5Pclose(plist);
+  if (s < 0) H5Eclear2(H5E_DEFAULT);
+  return s >= 0 && (flags & H5P_CRT_ORDER_TRACKED) ? H5_INDEX_CRT_ORDER : H5_INDEX_NAME;
+}
+
+hid_t object_create_plist(hid_t object) {
+  switch (H5Iget_type(object)) {
+    case H5I_GROUP: return H5Gget_create_plist(object);
+    case H5I_DATASET: return H5Dget_create_plist(object);
+    case H5I_FILE: return H5Fget_create_plist(object);
+    default: return -1;
+  }
+}
+
+Handle string_type() {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
+  check(H5Tset_size(t, H5T_VARIABLE), "H5Tset_size");
+  check(H5Tset_cset(t, H5T_CSET_UTF8), "H5Tset_cset");
+  return t;
+}
+
+Handle scalar_space() { return Handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate"); }
+
+// Reads a scalar string from an attribute or dataset of variable- or fixed-length string type.
+template <class Read>
+std::string read_string(hid_t type, Read read, const std::string& what) {
+  if (H5Tget_class(type) != H5T_STRING) throw IoError(what + ": expected a string, found another type");
+  if (H5Tis_variable_str(type) > 0) {
+    Handle mem = string_type();
+    char* ptr = nullptr;
+    check(read(mem.get(), static_cast<void*>(&ptr)), what);
+    std::string s = ptr ? ptr : "";
+    H5free_memory(ptr);
+    return s;
+  }
+  std::size_t n = H5Tget_size(type);
+  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
+  check(H5Tset_size(mem, n), "H5Tset_size");
+  std::string s(n, '\0');
+  check(read(mem.get(), static_cast<void*>(s.data())), what);
+  s.resize(std::find(s.begin(), s.end(), '\0') - s.begin());
+  return s;
+}
+
+Handle open_attribute(hid_t object, const std::string& name, const std::string& path) {
+  if (H5Aexists(object, name.c_str()) <= 0) {
+    H5Eclear2(H5E_DEFAULT);
+    throw IoError("attribute '" + name + "' of " + path + " is missing");
+  }
+  return Handle(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose, "cannot open attribute '" + name + "' of " + path);
+}
+
+template <class V>
+void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_type, hid_t mem_type, const V& v) {
+  Handle space = scalar_space();
+  Handle a(H5Acreate2(object, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+           "cannot create attribute '" + name + "'");
+  check(H5Awrite(a, mem_type, &v), "cannot write attribute '" + name + "'");
+}
+
+template <class V>
+V read_number_attribute(hid_t object, const std::string& name, const std::string& path, hid_t mem_type,
+                        H5T_class_t want, const char* expected) {
+  Handle a = open_attribute(object, name, path);
+  Handle type(H5Aget_type(a), H5Tclose, "H5Aget_type");
+  Handle space(H5Aget_space(a), H5Sclose, "H5Aget_space");
+  H5T_class_t c = H5Tget_class(type);
+  bool numeric = c == H5T_INTEGER || c == H5T_FLOAT;
+  if (!numeric || (want == H5T_INTEGER && c != H5T_INTEGER) || H5Sget_simple_extent_npoints(space) != 1)
+    throw IoError("attribute '" + name + "' of " + path + ": expected a " + expected + " scalar");
+  V v{};
+  check(H5Aread(a, mem_type, &v), "cannot read attribute '" + name + "' of " + path);
+  return v;
+}
+
+}  // namespace
+
+Handle open_group(hid_t parent, const std::string& name, const std::string& path) {
+  if (!link_exists(parent, name)) throw IoError("group " + path + " is missing");
+  if (object_type(parent, name) != H5I_GROUP) throw IoError(path + " is not a group");
+  return Handle(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), H5Gclose, "cannot open group " + path);
+}
+
+Handle open_dataset(hid_t parent, const std::string& name, const std::string& path) {
+  if (!link_exists(parent, name)) throw IoError("dataset " + path + " is missing");
+  if (object_type(parent, name) != H5I_DATASET) throw IoError(path + " is not a dataset");
+  return Handle(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose, "cannot open dataset " + path);
+}
+
+std::vector<std::pair<std::string, Kind>> children(hid_t group) {
+  struct Ctx {
+    std::vector<std::pair<std::string, Kind>> out;
+  } ctx;
+  H5_index_t index = index_for(group, object_create_plist, true);
+  check(H5Literate(
+            group, index, H5_ITER_INC, nullptr,
+            [](hid_t g, const char* name, const H5L_info_t*, void* data) -> herr_t {
+              H5I_type_t t = object_type(g, name);
+              Kind k = t == H5I_GROUP ? Kind::Group : t == H5I_DATASET ? Kind::Dataset : Kind::Other;
+              static_cast<Ctx*>(data)->out.emplace_back(name, k);
+              return 0;
+            },
+            &ctx),
+        "cannot list a group");
+  return ctx.out;
+}
+
+std::vector<std::string> attribute_names(hid_t object) {
+  std::vector<std::string> names;
+  H5_index_t index = index_for(object, object_create_plist, false);
+  check(H5Aiterate2(
+            object, index, H5_ITER_INC, nullptr,
+            [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+              static_cast<std::vector<std::string>*>(data)->push_back(name);
+              return 0;
+            },
+            &names),
+        "cannot list attributes");
+  return names;
+}
+
+bool has_attribute(hid_t object, const std::string& name) {
+  htri_t e = H5Aexists(object, name.c_str());
+  H5Eclear2(H5E_DEFAULT);
+  return e > 0;
+}
+
+void write_attribute(hid_t object, const std::string& name, const std::string& value) {
+  Handle t = string_type();
+  const char* p = value.c_str();
+  write_scalar_attribute(object, name, t, t, p);
+}
+void write_attribute(hid_t object, const std::string& name, std::int64_t value) {
+  write_scalar_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, value);
+}
+void write_attribute(hid_t object, const std::string& name, double value) {
+  write_scalar_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, value);
+}
+
+std::string read_string_attribute(hid_t object, const std::string& name, const std::string& path) {
+  Handle a = open_attribute(object, name, path);
+  Handle type(H5Aget_type(a), H5Tclose, "H5Aget_type");
+  return read_string(
+      type, [&](hid_t mem, void* buf) { return H5Aread(a, mem, buf); }, "attribute '" + name + "' of " + path);
+}
+
+std::int64_t read_int_attribute(hid_t object, const std::string& name, const std::string& path) {
+  return read_number_attribute<std::int64_t>(object, name, path, H5T_NATIVE_INT64, H5T_INTEGER, "integer");
+}
+
+double read_double_attribute(hid_t object, const std::string& name, const std::string& path) {
+  return read_number_attribute<double>(object, name, path, H5T_NATIVE_DOUBLE, H5T_FLOAT, "number");
+}
+
+void write_string_dataset(hid_t parent, const std::string& name, const std::string& value) {
+  Handle t = string_type();
+  Handle space = scalar_space();
+  Handle d(H5Dcreate2(parent, name.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+           "cannot create dataset '" + name + "'");
+  const char* p = value.c_str();
+  check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "cannot write dataset '" + name + "'");
+}
+
+std::string read_string_dataset(hid_t dataset, const std::string& path) {
+  Handle type(H5Dget_type(dataset), H5Tclose, "H5Dget_type");
+  Handle space(H5Dget_space(dataset), H5Sclose, "H5Dget_space");
+  if (H5Sget_simple_extent_npoints(space) != 1) throw IoError(path + ": expected a scalar string");
+  return read_string(
+      type, [&](hid_t mem, void* buf) { return H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, path);
+}
+
+void write_dataset(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, const Shape& shape,
+                   const void* data) {
+  std::vector<hsize_t> dims(shape.begin(), shape.end());
+  Handle space = shape.empty() ? scalar_space()
+                               : Handle(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr),
+                                        H5Sclose, "H5Screate_simple");
+  Handle d(H5Dcreate2(parent, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+           "cannot create dataset '" + name + "'");
+  if (numel(shape) > 0)
+    check(H5Dwrite(d, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "cannot write dataset '" + name + "'");
+}
+
+DatasetInfo dataset_info(hid_t dataset, const std::string& path) {
+  DatasetInfo info;
+  Handle space(H5Dget_space(dataset), H5Sclose, "cannot read the dataspace of " + path);
+  int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0 || rank > H5S_MAX_RANK) throw IoError(path + ": bad dataspace");
+  std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+  if (rank > 0) check(H5Sget_simple_extent_dims(space, dims.data(), nullptr), "dataspace of " + path);
+  info.shape.assign(dims.begin(), dims.end());
+  Handle type(H5Dget_type(dataset), H5Tclose, "cannot read the type of " + path);
+  info.type_class = H5Tget_class(type);
+  info.type_size = H5Tget_size(type);
+  std::string bits = std::to_string(info.type_size * 8);
+  switch (info.type_class) {
+    case H5T_FLOAT: info.dtype = "float" + bits; break;
+    case H5T_INTEGER:
+      info.is_signed = H5Tget_sign(type) == H5T_SGN_2;
+      info.dtype = (info.is_signed ? "int" : "uint") + bits;
+      break;
+    case H5T_STRING: info.dtype = "string"; break;
+    default: info.dtype = "other"; break;
+  }
+  // Damaged metadata must give an error, not a huge allocation: for contiguous storage the
+  // allocated bytes must cover the declared shape.
+  double want = static_cast<double>(info.type_size);
+  for (auto d : info.shape) want *= static_cast<double>(d);
+  Handle dcpl(H5Dget_create_plist(dataset), H5Pclose, "cannot read the layout of " + path);
+  if (want > 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS) {
+    double stored = static_cast<double>(H5Dget_storage_size(dataset));
+    if (stored < want)
+      throw IoError(path + ": a " + shape_str(info.shape) + " " + info.dtype + " dataset needs " +
+                    std::to_string(static_cast<long long>(want)) + " bytes but " +
+                    std::to_string(static_cast<long long>(stored)) + " are stored");
+  }
+  return info;
+}
+
+void read_dataset(hid_t dataset, hid_t mem_type, void* out, const std::string& path) {
+  check(H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "cannot read " + path);
+}
+
+}  // namespace qkv::io::h5
