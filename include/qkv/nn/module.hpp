@@ -125,10 +125,12 @@ class ModuleList : public Module<typename M::value_type> {
 
 template <class T>
 void Module<T>::load_state_dict(const StateDict<T>& state) {
+  // The lambdas capture `key` by init-capture: capturing a structured binding itself is C++20
+  // (clang 14 rejects it in C++17 mode, which breaks the clang/fuzz build).
   auto params = named_parameters();
   std::string problems;
   for (auto& [name, p] : params) {
-    auto it = std::find_if(state.begin(), state.end(), [&](auto& kv) { return kv.first == name; });
+    auto it = std::find_if(state.begin(), state.end(), [&key = name](auto& kv) { return kv.first == key; });
     if (it == state.end())
       problems += "\n  missing: " + name + " " + shape_str(p.shape());
     else if (it->second.shape() != p.shape())
@@ -136,12 +138,12 @@ void Module<T>::load_state_dict(const StateDict<T>& state) {
                   shape_str(it->second.shape());
   }
   for (auto& [name, value] : state) {
-    bool known = std::any_of(params.begin(), params.end(), [&](auto& kv) { return kv.first == name; });
+    bool known = std::any_of(params.begin(), params.end(), [&key = name](auto& kv) { return kv.first == key; });
     if (!known) problems += "\n  unexpected: " + name + " " + shape_str(value.shape());
   }
   if (!problems.empty()) throw ValueError("load_state_dict: the state does not fit this model:" + problems);
   for (auto& [name, p] : params) {
-    auto it = std::find_if(state.begin(), state.end(), [&](auto& kv) { return kv.first == name; });
+    auto it = std::find_if(state.begin(), state.end(), [&key = name](auto& kv) { return kv.first == key; });
     std::copy(it->second.begin(), it->second.end(), p.value().begin());
   }
 }
