@@ -21,6 +21,8 @@ using StateDict = std::vector<std::pair<std::string, Array<T>>>;
 template <class T>
 class Module {
  public:
+  using value_type = T;
+
   Module() = default;
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;

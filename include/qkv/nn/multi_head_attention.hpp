@@ -1,0 +1,100 @@
+#pragma once
+/// @file
+/// Multi-head attention, batch-first, like torch.nn.MultiheadAttention(batch_first=True) with
+/// separate projections.
+///
+///   q = w_q(query), k = w_k(key), v = w_v(value), each split into H heads of width D
+///   o_h = softmax(q_h k_h^T * scale + mask) v_h          (qkv::scaled_dot_product_attention)
+///   output = w_o(concat_h o_h)
+///
+/// Shapes: query (B, Tq, E), key (B, Tk, kdim), value (B, Tk, vdim) -> output (B, Tq, E);
+/// weights (B, H, Tq, Tk), or (B, Tq, Tk) averaged over heads.
+
+#include <optional>
+#include <string>
+
+#include "qkv/nn/linear.hpp"
+#include "qkv/ops/attention.hpp"
+
+namespace qkv::nn {
+
+struct MultiHeadAttentionOptions {
+  std::size_t embed_dim = 0;  ///< E: width of query and output
+  std::size_t num_heads = 1;  ///< H
+  double dropout = 0.0;       ///< dropout on the attention weights (training mode only)
+  bool bias = true;           ///< biases on w_q, w_k, w_v and w_o
+  std::size_t kdim = 0;       ///< width of key; 0 = E
+  std::size_t vdim = 0;       ///< width of value; 0 = E
+  /// D, the width of one head; 0 = E / H (then H must divide E). Nonzero decouples D from E:
+  /// the projections map to H * D and w_o maps H * D back to E.
+  std::size_t head_dim = 0;
+  AttentionImpl impl = AttentionImpl::Fused;
+  std::optional<double> scale;  ///< default 1 / sqrt(D)
+};
+
+/// What one forward call attends with.
+template <class T>
+struct MultiHeadAttentionArgs {
+  /// (B, Tk), PyTorch polarity: **true = IGNORE** that key (padding). Converted to qkv's
+  /// "true = may attend" internally.
+  std::optional<Mask> key_padding_mask;
+  /// Broadcastable to (B, H, Tq, Tk), e.g. (Tq, Tk): `allowed` is boolean with qkv polarity
+  /// (**true = may attend**, the opposite of PyTorch's boolean attn_mask); `bias` is added to the
+  /// scores (a float mask; -inf forbids). Both may be given.
+  AttentionMask<T> attn_mask;
+  bool need_weights = false;         ///< return the attention weights (PyTorch's default is true)
+  bool average_attn_weights = true;  ///< weights averaged over heads: (B, Tq, Tk)
+  bool is_causal = false;            ///< query i attends keys j <= i only (combined with the masks)
+};
+
+template <class T>
+struct MultiHeadAttentionOutput {
+  Variable<T> output;   ///< (B, Tq, E)
+  /// (B, H, Tq, Tk), or (B, Tq, Tk) when averaged; undefined unless need_weights. After dropout,
+  /// as PyTorch. With the Fused impl they are detached (no gradient flows through them).
+  Variable<T> weights;
+};
+
+/// Parameters (in this order): "w_q.weight" (H*D, E), "w_q.bias" (H*D), "w_k.weight" (H*D, kdim),
+/// "w_k.bias", "w_v.weight" (H*D, vdim), "w_v.bias", "w_o.weight" (E, H*D), "w_o.bias" (E).
+/// Init (as PyTorch's _reset_parameters): w_q, w_k, w_v weights Xavier-uniform (each matrix on
+/// its own fans; PyTorch's packed in_proj_weight uses the fans of the (3E, E) block), w_o weight
+/// the nn.Linear default U(-1/sqrt(H*D), 1/sqrt(H*D)), all biases zero.
+/// A query whose keys are all masked gives zero attention output (so output = w_o.bias), never
+/// NaN (PyTorch gives NaN).
+template <class T>
+class MultiHeadAttention : public Module<T> {
+ public:
+  explicit MultiHeadAttention(const MultiHeadAttentionOptions& options, Generator& gen = default_generator());
+
+  /// See the file comment. Throws ShapeError for inputs or masks that do not fit.
+  MultiHeadAttentionOutput<T> forward(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
+                                      const MultiHeadAttentionArgs<T>& args = {}) const;
+
+  /// Diagnostics: while on, every forward also computes the (B, H, Tq, Tk) weights (as with
+  /// need_weights) and keeps a copy of the last ones.
+  void set_capture_weights(bool on) { capture_ = on; }
+  bool capture_weights() const { return capture_; }
+  /// The (B, H, Tq, Tk) weights of the last forward made while capturing; throws Error if none.
+  const Array<T>& captured_weights() const;
+  bool has_captured_weights() const { return has_captured_; }
+
+  /// Attention dropout draws from `gen` (not owned); nullptr = default_generator().
+  void set_generator(Generator* gen) { generator_ = gen; }
+
+  const MultiHeadAttentionOptions& options() const { return options_; }
+  std::size_t num_heads() const { return options_.num_heads; }
+  std::size_t head_dim() const { return head_dim_; }
+
+  std::shared_ptr<Linear<T>> w_q, w_k, w_v, w_o;
+
+ private:
+  MultiHeadAttentionOptions options_;
+  std::size_t head_dim_ = 0;
+  bool capture_ = false;
+  mutable bool has_captured_ = false;
+  mutable Array<T> captured_;
+  Generator* generator_ = nullptr;
+};
+
+}  // namespace qkv::nn

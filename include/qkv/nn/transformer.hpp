@@ -1,0 +1,146 @@
+#pragma once
+/// @file
+/// Whole models: an encoder-only classifier/tagger and an encoder-decoder (seq2seq) transformer.
+///
+/// Embedding stage (both models): h = dropout(pos(tok_emb(tokens))). Token embeddings are N(0, 1)
+/// (like nn.Embedding) and are NOT scaled by sqrt(d_model): the 2017 paper scales because its
+/// embedding is shared with the output layer and so starts small; with N(0, 1) entries the tokens
+/// already have the same per-element scale as the sinusoids (|PE| <= 1), and scaling by
+/// sqrt(d_model) would drown the positions.
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/nn/embedding.hpp"
+#include "qkv/nn/positional.hpp"
+#include "qkv/nn/transformer_layer.hpp"
+
+namespace qkv::nn {
+
+enum class Positional { Sinusoidal, Learned };
+/// "sinusoidal" / "learned".
+const char* positional_name(Positional p);
+/// Parse "sinusoidal" / "learned"; anything else throws ValueError listing the choices.
+Positional parse_positional(const std::string& name);
+
+struct TransformerOptions {
+  std::size_t d_model = 64;   ///< C
+  std::size_t heads = 4;      ///< H
+  std::size_t head_dim = 0;   ///< D; 0 = d_model / heads
+  std::size_t layers = 2;     ///< encoder layers (and decoder layers for Seq2SeqModel)
+  std::size_t d_ff = 256;     ///< feed-forward inner width
+  double dropout = 0.0;       ///< embeddings, residual branches, feed-forward
+  double attn_dropout = 0.0;  ///< attention weights
+  Activation activation = Activation::Gelu;
+  bool norm_first = true;     ///< pre-LN; then a final LayerNorm follows each stack
+  Positional positional = Positional::Sinusoidal;
+  std::size_t max_len = 1024; ///< longest sequence the positional encoding accepts
+  AttentionImpl impl = AttentionImpl::Fused;
+  std::optional<double> scale;  ///< attention scale; default 1 / sqrt(D)
+  bool causal = false;        ///< EncoderModel only: position t sees positions <= t (a decoder-only LM)
+};
+
+/// The per-layer options of `o`.
+TransformerLayerOptions layer_options(const TransformerOptions& o);
+
+/// Encoder-only model: tokens (B, T) -> logits (B, T, num_classes).
+///   h = dropout(pos(tok_emb(tokens))); h = blocks[i](h) for each layer; h = norm(h) (pre-LN only);
+///   logits = head(h)
+/// Parameters, in order: "tok_emb.weight" (V, C), ["pos.weight" (max_len, C) if learned],
+/// "blocks.<i>.attn.w_q.weight" ... "blocks.<i>.norm2.bias", ["norm.weight", "norm.bias" if
+/// pre-LN], "head.weight" (num_classes, C), "head.bias". Init draws from `gen` in that order.
+template <class T>
+class EncoderModel : public Module<T> {
+ public:
+  EncoderModel(std::size_t input_vocab, std::size_t num_classes, const TransformerOptions& options = {},
+               Generator& gen = default_generator());
+
+  /// tokens (B, T) of ids in [0, input_vocab); key_padding_mask (B, T), true = padding (ignored
+  /// as a key). Returns logits (B, T, num_classes).
+  Variable<T> forward(const IndexArray& tokens, const std::optional<Mask>& key_padding_mask = std::nullopt) const;
+
+  /// Every attention layer, with its dotted name ("blocks.0.attn"), in layer order.
+  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> named_attention_layers() const;
+  std::vector<MultiHeadAttention<T>*> attention_layers() const;
+
+  const TransformerOptions& options() const { return options_; }
+  std::shared_ptr<Embedding<T>> tok_emb;
+  std::shared_ptr<PositionalEncoding<T>> pos;
+  std::shared_ptr<Dropout<T>> emb_drop;
+  std::shared_ptr<ModuleList<TransformerEncoderLayer<T>>> blocks;
+  std::shared_ptr<LayerNorm<T>> norm;  ///< null for post-LN
+  std::shared_ptr<Linear<T>> head;
+
+ private:
+  TransformerOptions options_;
+};
+
+/// A stack of encoder layers plus the final LayerNorm of pre-LN: children "blocks", "norm".
+template <class T>
+class TransformerEncoder : public Module<T> {
+ public:
+  TransformerEncoder(const TransformerOptions& options, Generator& gen = default_generator());
+  /// x (B, T, C) -> (B, T, C).
+  Variable<T> forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask = std::nullopt,
+                      bool is_causal = false) const;
+  std::shared_ptr<ModuleList<TransformerEncoderLayer<T>>> blocks;
+  std::shared_ptr<LayerNorm<T>> norm;  ///< null for post-LN
+};
+
+/// A stack of decoder layers plus the final LayerNorm of pre-LN: children "blocks", "norm".
+template <class T>
+class TransformerDecoder : public Module<T> {
+ public:
+  TransformerDecoder(const TransformerOptions& options, Generator& gen = default_generator());
+  /// x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C).
+  Variable<T> forward(const Variable<T>& x, const Variable<T>& memory,
+                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt,
+                      const std::optional<Mask>& memory_key_padding_mask = std::nullopt) const;
+  std::shared_ptr<ModuleList<TransformerDecoderLayer<T>>> blocks;
+  std::shared_ptr<LayerNorm<T>> norm;  ///< null for post-LN
+};
+
+/// Encoder-decoder model: src (B, Ts), tgt_in (B, Tt) -> logits (B, Tt, tgt_vocab). The decoder's
+/// self-attention is causal, so logits[:, t] depends on tgt_in[:, :t+1] and all of src.
+///   memory = encoder(dropout(src_pos(src_emb(src))))
+///   logits = head(decoder(dropout(tgt_pos(tgt_emb(tgt_in))), memory))
+/// Parameters, in order: "src_emb.weight", "tgt_emb.weight", ["src_pos.weight", "tgt_pos.weight"
+/// if learned], "encoder.blocks.<i>.attn.*" ..., ["encoder.norm.*"], "decoder.blocks.<i>.self_attn.*",
+/// "decoder.blocks.<i>.cross_attn.*" ..., ["decoder.norm.*"], "head.weight", "head.bias".
+template <class T>
+class Seq2SeqModel : public Module<T> {
+ public:
+  Seq2SeqModel(std::size_t src_vocab, std::size_t tgt_vocab, const TransformerOptions& options = {},
+               Generator& gen = default_generator());
+
+  /// Teacher-forced logits (B, Tt, tgt_vocab). Padding masks: true = padding (PyTorch polarity).
+  Variable<T> forward(const IndexArray& src, const IndexArray& tgt_in,
+                      const std::optional<Mask>& src_key_padding_mask = std::nullopt,
+                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt) const;
+  /// src (B, Ts) -> memory (B, Ts, C).
+  Variable<T> encode(const IndexArray& src, const std::optional<Mask>& src_key_padding_mask = std::nullopt) const;
+  /// memory (B, Ts, C), tgt_in (B, Tt) -> logits (B, Tt, tgt_vocab). For greedy decoding: encode
+  /// once, then decode the growing prefix and take the argmax of the last position.
+  Variable<T> decode(const Variable<T>& memory, const IndexArray& tgt_in,
+                     const std::optional<Mask>& src_key_padding_mask = std::nullopt,
+                     const std::optional<Mask>& tgt_key_padding_mask = std::nullopt) const;
+
+  /// "encoder.blocks.<i>.attn", then "decoder.blocks.<i>.self_attn", "decoder.blocks.<i>.cross_attn".
+  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> named_attention_layers() const;
+  std::vector<MultiHeadAttention<T>*> attention_layers() const;
+
+  const TransformerOptions& options() const { return options_; }
+  std::shared_ptr<Embedding<T>> src_emb, tgt_emb;
+  std::shared_ptr<PositionalEncoding<T>> src_pos, tgt_pos;
+  std::shared_ptr<Dropout<T>> emb_drop;
+  std::shared_ptr<TransformerEncoder<T>> encoder;
+  std::shared_ptr<TransformerDecoder<T>> decoder;
+  std::shared_ptr<Linear<T>> head;
+
+ private:
+  TransformerOptions options_;
+};
+
+}  // namespace qkv::nn

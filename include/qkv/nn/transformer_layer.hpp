@@ -1,0 +1,86 @@
+#pragma once
+/// @file
+/// Transformer encoder and decoder layers, like torch.nn.TransformerEncoderLayer /
+/// TransformerDecoderLayer (batch_first=True), pre-LN or post-LN.
+
+#include <optional>
+
+#include "qkv/nn/dropout.hpp"
+#include "qkv/nn/feed_forward.hpp"
+#include "qkv/nn/layer_norm.hpp"
+#include "qkv/nn/multi_head_attention.hpp"
+
+namespace qkv::nn {
+
+struct TransformerLayerOptions {
+  std::size_t d_model = 64;   ///< C
+  std::size_t heads = 4;      ///< H
+  std::size_t head_dim = 0;   ///< D; 0 = d_model / heads
+  std::size_t d_ff = 256;     ///< feed-forward inner width
+  double dropout = 0.0;       ///< on residual branches and inside the feed-forward block
+  double attn_dropout = 0.0;  ///< on the attention weights
+  Activation activation = Activation::Gelu;
+  bool norm_first = true;     ///< pre-LN (true) or post-LN (false, the 2017 paper's layout)
+  double layer_norm_eps = 1e-5;
+  AttentionImpl impl = AttentionImpl::Fused;
+  std::optional<double> scale;  ///< attention scale; default 1 / sqrt(D)
+};
+
+/// One encoder layer. x (B, T, C) -> (B, T, C):
+///   pre-LN:  x = x + drop1(attn(norm1(x)));  x = x + ff(norm2(x))
+///   post-LN: x = norm1(x + drop1(attn(x)));  x = norm2(x + ff(x))
+/// where ff includes its own output dropout (PyTorch's dropout2).
+/// Parameters: "attn.*" (MultiHeadAttention), "ff.fc1.*", "ff.fc2.*", "norm1.*", "norm2.*".
+/// Init: attn, then ff, from `gen` (norms start at weight 1, bias 0).
+template <class T>
+class TransformerEncoderLayer : public Module<T> {
+ public:
+  explicit TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
+
+  /// key_padding_mask (B, T): true = ignore that position as a key (PyTorch polarity).
+  /// is_causal: position t attends to positions <= t only.
+  Variable<T> forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask = std::nullopt,
+                      bool is_causal = false) const;
+
+  const TransformerLayerOptions& options() const { return options_; }
+  std::shared_ptr<MultiHeadAttention<T>> attn;
+  std::shared_ptr<FeedForward<T>> ff;
+  std::shared_ptr<LayerNorm<T>> norm1, norm2;
+  std::shared_ptr<Dropout<T>> drop1;
+
+ private:
+  TransformerLayerOptions options_;
+};
+
+/// One decoder layer. x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C):
+///   pre-LN:  x = x + drop1(self_attn(norm1(x), causal))
+///            x = x + drop2(cross_attn(norm2(x), memory))
+///            x = x + ff(norm3(x))
+///   post-LN: x = norm1(x + drop1(self_attn(x, causal)))
+///            x = norm2(x + drop2(cross_attn(x, memory)))
+///            x = norm3(x + ff(x))
+/// Parameters: "self_attn.*", "cross_attn.*", "ff.*", "norm1.*", "norm2.*", "norm3.*".
+template <class T>
+class TransformerDecoderLayer : public Module<T> {
+ public:
+  explicit TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
+
+  /// tgt_key_padding_mask (B, Tt) and memory_key_padding_mask (B, Ts): true = ignore (PyTorch).
+  Variable<T> forward(const Variable<T>& x, const Variable<T>& memory,
+                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt,
+                      const std::optional<Mask>& memory_key_padding_mask = std::nullopt) const;
+
+  const TransformerLayerOptions& options() const { return options_; }
+  std::shared_ptr<MultiHeadAttention<T>> self_attn, cross_attn;
+  std::shared_ptr<FeedForward<T>> ff;
+  std::shared_ptr<LayerNorm<T>> norm1, norm2, norm3;
+  std::shared_ptr<Dropout<T>> drop1, drop2;
+
+ private:
+  TransformerLayerOptions options_;
+};
+
+/// The attention options a layer's MultiHeadAttention gets from `o`.
+MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o);
+
+}  // namespace qkv::nn

@@ -1,0 +1,22 @@
+#include "qkv/nn/dropout.hpp"
+
+#include "qkv/ops/dropout.hpp"
+
+namespace qkv::nn {
+
+template <class T>
+Dropout<T>::Dropout(const DropoutOptions& options) : options_(options) {
+  if (!(options.p >= 0.0 && options.p < 1.0))
+    throw ValueError("Dropout: p must be in [0, 1), found " + std::to_string(options.p));
+}
+
+template <class T>
+Variable<T> Dropout<T>::forward(const Variable<T>& x) const {
+  if (!this->is_training() || options_.p == 0.0) return x;
+  return dropout(x, options_.p, true, generator_ ? *generator_ : default_generator());
+}
+
+template class Dropout<float>;
+template class Dropout<double>;
+
+}  // namespace qkv::nn

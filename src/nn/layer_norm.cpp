@@ -1,0 +1,28 @@
+#include "qkv/nn/layer_norm.hpp"
+
+#include "qkv/ops/norm.hpp"
+
+namespace qkv::nn {
+
+template <class T>
+LayerNorm<T>::LayerNorm(const LayerNormOptions& options) : options_(options) {
+  if (options.dim == 0) throw ValueError("LayerNorm: dim must be positive, found 0");
+  if (!(options.eps > 0)) throw ValueError("LayerNorm: eps must be positive, found " + std::to_string(options.eps));
+  if (options.elementwise_affine) {
+    weight = this->register_parameter("weight", full<T>({options.dim}, T(1)));
+    bias = this->register_parameter("bias", zeros<T>({options.dim}));
+  }
+}
+
+template <class T>
+Variable<T> LayerNorm<T>::forward(const Variable<T>& x) const {
+  if (x.ndim() == 0 || x.dim(-1) != options_.dim)
+    throw ShapeError("LayerNorm: expected input (..., " + std::to_string(options_.dim) + "), found " +
+                     shape_str(x.shape()));
+  return layer_norm(x, weight, bias, options_.eps);
+}
+
+template class LayerNorm<float>;
+template class LayerNorm<double>;
+
+}  // namespace qkv::nn

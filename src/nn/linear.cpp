@@ -1,0 +1,31 @@
+#include "qkv/nn/linear.hpp"
+
+#include <cmath>
+
+#include "qkv/nn/init.hpp"
+#include "qkv/ops/matmul.hpp"
+
+namespace qkv::nn {
+
+template <class T>
+Linear<T>::Linear(const LinearOptions& options, Generator& gen) : options_(options) {
+  if (options.in_features == 0 || options.out_features == 0)
+    throw ValueError("Linear: in_features and out_features must be positive, found " +
+                     std::to_string(options.in_features) + " and " + std::to_string(options.out_features));
+  weight = this->register_parameter("weight",
+                                    init::linear_default<T>({options.out_features, options.in_features}, gen));
+  if (options.bias) {
+    const double b = 1.0 / std::sqrt(double(options.in_features));
+    bias = this->register_parameter("bias", init::uniform<T>({options.out_features}, -b, b, gen));
+  }
+}
+
+template <class T>
+Variable<T> Linear<T>::forward(const Variable<T>& x) const {
+  return linear(x, weight, bias);
+}
+
+template class Linear<float>;
+template class Linear<double>;
+
+}  // namespace qkv::nn

@@ -1,0 +1,161 @@
+#include "qkv/nn/multi_head_attention.hpp"
+
+#include <array>
+
+#include "qkv/nn/init.hpp"
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/reduce.hpp"
+#include "qkv/ops/shape.hpp"
+
+namespace qkv::nn {
+namespace {
+
+constexpr const char* kWho = "MultiHeadAttention";
+
+// A shape left-padded with 1s to rank 4.
+Shape rank4(const Shape& s, const char* what) {
+  if (s.size() > 4)
+    throw ShapeError(std::string(kWho) + ": " + what + " of shape " + shape_str(s) +
+                     " has more than 4 dimensions (expected broadcastable to (B, H, Tq, Tk))");
+  Shape out(4 - s.size(), 1);
+  out.insert(out.end(), s.begin(), s.end());
+  return out;
+}
+
+// Row-major strides of a rank-4 shape, 0 along size-1 dimensions (so they broadcast).
+std::array<std::size_t, 4> broadcast_strides(const Shape& s) {
+  std::array<std::size_t, 4> st{};
+  std::size_t step = 1;
+  for (int d = 3; d >= 0; --d) {
+    st[d] = s[d] == 1 ? 0 : step;
+    step *= s[d];
+  }
+  return st;
+}
+
+// qkv polarity (true = may attend) of a PyTorch key_padding_mask (B, Tk), true = ignore, as
+// (B, 1, 1, Tk), ANDed with the optional boolean attn_mask (broadcast).
+Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::size_t B, std::size_t Tk) {
+  if (padding.dimension() != 2 || padding.shape()[0] != B || padding.shape()[1] != Tk)
+    throw ShapeError(std::string(kWho) + ": key_padding_mask of shape " + shape_str(padding.shape()) +
+                     " does not fit (B, Tk) = " + shape_str(Shape{B, Tk}));
+  const Shape keep_shape{B, 1, 1, Tk};
+  if (!allowed) {
+    Mask keep = Mask::from_shape({B, 1, 1, Tk});
+    for (std::size_t i = 0; i < B * Tk; ++i) keep.data()[i] = !padding.data()[i];
+    return keep;
+  }
+  const Shape a_shape = rank4(Shape(allowed->shape().begin(), allowed->shape().end()), "attn_mask");
+  const Shape out_shape = broadcast_shapes(keep_shape, a_shape, "MultiHeadAttention: key_padding_mask and attn_mask");
+  const auto ks = broadcast_strides(keep_shape);
+  const auto as = broadcast_strides(a_shape);
+  Mask out = Mask::from_shape({out_shape[0], out_shape[1], out_shape[2], out_shape[3]});
+  bool* o = out.data();
+  const bool* a = allowed->data();
+  const bool* p = padding.data();
+  for (std::size_t i0 = 0; i0 < out_shape[0]; ++i0)
+    for (std::size_t i1 = 0; i1 < out_shape[1]; ++i1)
+      for (std::size_t i2 = 0; i2 < out_shape[2]; ++i2)
+        for (std::size_t i3 = 0; i3 < out_shape[3]; ++i3) {
+          const std::size_t ki = i0 * ks[0] + i3 * ks[3];
+          const std::size_t ai = i0 * as[0] + i1 * as[1] + i2 * as[2] + i3 * as[3];
+          *o++ = !p[ki] && a[ai];
+        }
+  return out;
+}
+
+// (B, T, H*D) -> (B, H, T, D)
+template <class T>
+Variable<T> split_heads(const Variable<T>& x, std::size_t H, std::size_t D) {
+  return permute(reshape(x, {long(x.dim(0)), long(x.dim(1)), long(H), long(D)}), {0, 2, 1, 3});
+}
+
+}  // namespace
+
+template <class T>
+MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& options, Generator& gen)
+    : options_(options) {
+  const std::size_t E = options.embed_dim, H = options.num_heads;
+  if (E == 0 || H == 0)
+    throw ValueError(std::string(kWho) + ": embed_dim and num_heads must be positive, found " + std::to_string(E) +
+                     " and " + std::to_string(H));
+  if (options.head_dim == 0 && E % H != 0)
+    throw ValueError(std::string(kWho) + ": embed_dim " + std::to_string(E) + " is not divisible by num_heads " +
+                     std::to_string(H) + " (set head_dim to decouple the head width from embed_dim)");
+  if (!(options.dropout >= 0.0 && options.dropout < 1.0))
+    throw ValueError(std::string(kWho) + ": dropout must be in [0, 1), found " + std::to_string(options.dropout));
+  if (options.scale && !(*options.scale > 0.0))
+    throw ValueError(std::string(kWho) + ": scale must be positive, found " + std::to_string(*options.scale));
+  head_dim_ = options.head_dim ? options.head_dim : E / H;
+  if (!options_.kdim) options_.kdim = E;
+  if (!options_.vdim) options_.vdim = E;
+  const std::size_t HD = H * head_dim_;
+  const bool bias = options.bias;
+  w_q = this->register_module("w_q", std::make_shared<Linear<T>>(E, HD, bias, gen));
+  w_k = this->register_module("w_k", std::make_shared<Linear<T>>(options_.kdim, HD, bias, gen));
+  w_v = this->register_module("w_v", std::make_shared<Linear<T>>(options_.vdim, HD, bias, gen));
+  w_o = this->register_module("w_o", std::make_shared<Linear<T>>(HD, E, bias, gen));
+  // PyTorch's MultiheadAttention._reset_parameters: Xavier projections, zero biases; out_proj
+  // keeps the nn.Linear weight init.
+  for (auto* l : {w_q.get(), w_k.get(), w_v.get()}) l->weight.value() = init::xavier_uniform<T>(l->weight.shape(), 1.0, gen);
+  if (bias)
+    for (auto* l : {w_q.get(), w_k.get(), w_v.get(), w_o.get()}) l->bias.value() = zeros<T>(l->bias.shape());
+}
+
+template <class T>
+MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& query, const Variable<T>& key,
+                                                           const Variable<T>& value,
+                                                           const MultiHeadAttentionArgs<T>& args) const {
+  const std::size_t E = options_.embed_dim, H = options_.num_heads, D = head_dim_;
+  auto fail = [&](const std::string& why) {
+    throw ShapeError(std::string(kWho) + ": query " + shape_str(query.shape()) + ", key " + shape_str(key.shape()) +
+                     ", value " + shape_str(value.shape()) + ": " + why);
+  };
+  if (query.ndim() != 3 || query.dim(2) != E) fail("expected query (B, Tq, " + std::to_string(E) + ")");
+  if (key.ndim() != 3 || key.dim(2) != options_.kdim) fail("expected key (B, Tk, " + std::to_string(options_.kdim) + ")");
+  if (value.ndim() != 3 || value.dim(2) != options_.vdim)
+    fail("expected value (B, Tk, " + std::to_string(options_.vdim) + ")");
+  if (key.dim(0) != query.dim(0) || value.dim(0) != query.dim(0)) fail("batch sizes differ");
+  if (key.dim(1) != value.dim(1)) fail("key and value lengths differ");
+  const std::size_t B = query.dim(0), Tq = query.dim(1), Tk = key.dim(1);
+
+  Variable<T> q = split_heads(w_q->forward(query), H, D);
+  Variable<T> k = split_heads(w_k->forward(key), H, D);
+  Variable<T> v = split_heads(w_v->forward(value), H, D);
+
+  AttentionMask<T> mask = args.attn_mask;
+  if (args.key_padding_mask) mask.allowed = allowed_keys(*args.key_padding_mask, args.attn_mask.allowed, B, Tk);
+
+  AttentionOptions opt;
+  opt.dropout_p = this->is_training() ? options_.dropout : 0.0;
+  opt.is_causal = args.is_causal;
+  opt.scale = options_.scale;
+  opt.need_weights = args.need_weights || capture_;
+  opt.impl = options_.impl;
+  opt.generator = generator_;
+  AttentionOutput<T> att = scaled_dot_product_attention(q, k, v, mask, opt);
+
+  // (B, H, Tq, D) -> (B, Tq, H*D) -> (B, Tq, E)
+  Variable<T> merged = reshape(permute(att.output, {0, 2, 1, 3}), {long(B), long(Tq), long(H * D)});
+  MultiHeadAttentionOutput<T> out;
+  out.output = w_o->forward(merged);
+  if (capture_) {
+    captured_ = att.weights.value();
+    has_captured_ = true;
+  }
+  if (args.need_weights) out.weights = args.average_attn_weights ? mean(att.weights, {1}) : att.weights;
+  return out;
+}
+
+template <class T>
+const Array<T>& MultiHeadAttention<T>::captured_weights() const {
+  if (!has_captured_)
+    throw Error(std::string(kWho) +
+                ": no captured weights (call set_capture_weights(true), then run a forward pass)");
+  return captured_;
+}
+
+template class MultiHeadAttention<float>;
+template class MultiHeadAttention<double>;
+
+}  // namespace qkv::nn

@@ -1,0 +1,75 @@
+#include "qkv/nn/positional.hpp"
+
+#include <cmath>
+
+#include "qkv/nn/init.hpp"
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/shape.hpp"
+
+namespace qkv::nn {
+namespace {
+
+void check_options(const PositionalOptions& o, const char* who) {
+  if (o.max_len == 0 || o.dim == 0)
+    throw ValueError(std::string(who) + ": max_len and dim must be positive, found " +
+                     std::to_string(o.max_len) + " and " + std::to_string(o.dim));
+}
+
+// x must be (B, T, C) with C = dim and T <= max_len; returns T.
+template <class T>
+std::size_t check_input(const Variable<T>& x, const PositionalOptions& o, const char* who) {
+  if (x.ndim() != 3 || x.dim(2) != o.dim)
+    throw ShapeError(std::string(who) + ": expected input (B, T, " + std::to_string(o.dim) + "), found " +
+                     shape_str(x.shape()));
+  if (x.dim(1) > o.max_len)
+    throw ShapeError(std::string(who) + ": sequence length " + std::to_string(x.dim(1)) + " exceeds max_len " +
+                     std::to_string(o.max_len));
+  return x.dim(1);
+}
+
+}  // namespace
+
+template <class T>
+LearnedPositionalEncoding<T>::LearnedPositionalEncoding(const PositionalOptions& options, Generator& gen)
+    : options_(options) {
+  check_options(options, "LearnedPositionalEncoding");
+  weight = this->register_parameter("weight", init::normal<T>({options.max_len, options.dim}, 0.0,
+                                                              options.init_std, gen));
+}
+
+template <class T>
+Variable<T> LearnedPositionalEncoding<T>::forward(const Variable<T>& x) const {
+  const std::size_t len = check_input(x, options_, "LearnedPositionalEncoding");
+  // (T, C) broadcasts over the batch.
+  return add(x, slice(weight, 0, 0, len));
+}
+
+template <class T>
+SinusoidalPositionalEncoding<T>::SinusoidalPositionalEncoding(const PositionalOptions& options)
+    : options_(options) {
+  check_options(options, "SinusoidalPositionalEncoding");
+  const std::size_t C = options.dim;
+  table_ = Array<T>::from_shape({options.max_len, C});
+  for (std::size_t t = 0; t < options.max_len; ++t)
+    for (std::size_t j = 0; j < C; ++j) {
+      // Column pair (2i, 2i+1) shares the frequency 10000^(-2i/C).
+      const double angle = double(t) * std::pow(10000.0, -double(j - j % 2) / double(C));
+      table_(t, j) = static_cast<T>(j % 2 == 0 ? std::sin(angle) : std::cos(angle));
+    }
+}
+
+template <class T>
+Variable<T> SinusoidalPositionalEncoding<T>::forward(const Variable<T>& x) const {
+  const std::size_t len = check_input(x, options_, "SinusoidalPositionalEncoding");
+  const std::size_t C = options_.dim;
+  Array<T> pe = Array<T>::from_shape({len, C});
+  std::copy(table_.data(), table_.data() + len * C, pe.data());
+  return add(x, Variable<T>(std::move(pe)));
+}
+
+template class LearnedPositionalEncoding<float>;
+template class LearnedPositionalEncoding<double>;
+template class SinusoidalPositionalEncoding<float>;
+template class SinusoidalPositionalEncoding<double>;
+
+}  // namespace qkv::nn

@@ -1,0 +1,195 @@
+#include "qkv/nn/transformer.hpp"
+
+namespace qkv::nn {
+
+const char* positional_name(Positional p) { return p == Positional::Sinusoidal ? "sinusoidal" : "learned"; }
+
+Positional parse_positional(const std::string& name) {
+  if (name == "sinusoidal") return Positional::Sinusoidal;
+  if (name == "learned") return Positional::Learned;
+  throw ValueError("positional: expected \"sinusoidal\" or \"learned\", found \"" + name + "\"");
+}
+
+TransformerLayerOptions layer_options(const TransformerOptions& o) {
+  TransformerLayerOptions l;
+  l.d_model = o.d_model;
+  l.heads = o.heads;
+  l.head_dim = o.head_dim;
+  l.d_ff = o.d_ff;
+  l.dropout = o.dropout;
+  l.attn_dropout = o.attn_dropout;
+  l.activation = o.activation;
+  l.norm_first = o.norm_first;
+  l.impl = o.impl;
+  l.scale = o.scale;
+  return l;
+}
+
+namespace {
+
+template <class T>
+std::shared_ptr<PositionalEncoding<T>> make_positional(const TransformerOptions& o, Generator& gen) {
+  PositionalOptions p{o.max_len, o.d_model};
+  if (o.positional == Positional::Learned) return std::make_shared<LearnedPositionalEncoding<T>>(p, gen);
+  return std::make_shared<SinusoidalPositionalEncoding<T>>(p);
+}
+
+void check_tokens(const IndexArray& ids, const char* who, const char* what) {
+  if (ids.dimension() != 2)
+    throw ShapeError(std::string(who) + ": expected " + what + " of shape (B, T), found " + shape_str(ids.shape()));
+}
+
+template <class L>
+std::shared_ptr<ModuleList<L>> make_blocks(const TransformerOptions& o, Generator& gen) {
+  auto list = std::make_shared<ModuleList<L>>();
+  for (std::size_t i = 0; i < o.layers; ++i) list->push_back(std::make_shared<L>(layer_options(o), gen));
+  return list;
+}
+
+template <class T>
+Variable<T> run_encoder(const ModuleList<TransformerEncoderLayer<T>>& blocks, const LayerNorm<T>* norm,
+                        Variable<T> h, const std::optional<Mask>& key_padding_mask, bool is_causal) {
+  for (auto& block : blocks) h = block->forward(h, key_padding_mask, is_causal);
+  return norm ? norm->forward(h) : h;
+}
+
+}  // namespace
+
+// ---- EncoderModel ----
+
+template <class T>
+EncoderModel<T>::EncoderModel(std::size_t input_vocab, std::size_t num_classes, const TransformerOptions& options,
+                              Generator& gen)
+    : options_(options) {
+  tok_emb = this->register_module("tok_emb", std::make_shared<Embedding<T>>(input_vocab, options.d_model, gen));
+  pos = this->register_module("pos", make_positional<T>(options, gen));
+  emb_drop = this->register_module("emb_drop", std::make_shared<Dropout<T>>(options.dropout));
+  blocks = this->register_module("blocks", make_blocks<TransformerEncoderLayer<T>>(options, gen));
+  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
+  head = this->register_module("head", std::make_shared<Linear<T>>(options.d_model, num_classes, true, gen));
+}
+
+template <class T>
+Variable<T> EncoderModel<T>::forward(const IndexArray& tokens, const std::optional<Mask>& key_padding_mask) const {
+  check_tokens(tokens, "EncoderModel", "tokens");
+  Variable<T> h = emb_drop->forward(pos->forward(tok_emb->forward(tokens)));
+  h = run_encoder(*blocks, norm.get(), h, key_padding_mask, options_.causal);
+  return head->forward(h);
+}
+
+template <class T>
+std::vector<std::pair<std::string, MultiHeadAttention<T>*>> EncoderModel<T>::named_attention_layers() const {
+  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> out;
+  for (std::size_t i = 0; i < blocks->size(); ++i)
+    out.emplace_back("blocks." + std::to_string(i) + ".attn", (*blocks)[i].attn.get());
+  return out;
+}
+
+template <class T>
+std::vector<MultiHeadAttention<T>*> EncoderModel<T>::attention_layers() const {
+  std::vector<MultiHeadAttention<T>*> out;
+  for (auto& [name, layer] : named_attention_layers()) out.push_back(layer);
+  return out;
+}
+
+// ---- stacks ----
+
+template <class T>
+TransformerEncoder<T>::TransformerEncoder(const TransformerOptions& options, Generator& gen) {
+  blocks = this->register_module("blocks", make_blocks<TransformerEncoderLayer<T>>(options, gen));
+  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
+}
+
+template <class T>
+Variable<T> TransformerEncoder<T>::forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask,
+                                           bool is_causal) const {
+  return run_encoder(*blocks, norm.get(), x, key_padding_mask, is_causal);
+}
+
+template <class T>
+TransformerDecoder<T>::TransformerDecoder(const TransformerOptions& options, Generator& gen) {
+  blocks = this->register_module("blocks", make_blocks<TransformerDecoderLayer<T>>(options, gen));
+  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
+}
+
+template <class T>
+Variable<T> TransformerDecoder<T>::forward(const Variable<T>& x, const Variable<T>& memory,
+                                           const std::optional<Mask>& tgt_key_padding_mask,
+                                           const std::optional<Mask>& memory_key_padding_mask) const {
+  Variable<T> h = x;
+  for (auto& block : *blocks) h = block->forward(h, memory, tgt_key_padding_mask, memory_key_padding_mask);
+  return norm ? norm->forward(h) : h;
+}
+
+// ---- Seq2SeqModel ----
+
+template <class T>
+Seq2SeqModel<T>::Seq2SeqModel(std::size_t src_vocab, std::size_t tgt_vocab, const TransformerOptions& options,
+                              Generator& gen)
+    : options_(options) {
+  src_emb = this->register_module("src_emb", std::make_shared<Embedding<T>>(src_vocab, options.d_model, gen));
+  tgt_emb = this->register_module("tgt_emb", std::make_shared<Embedding<T>>(tgt_vocab, options.d_model, gen));
+  src_pos = this->register_module("src_pos", make_positional<T>(options, gen));
+  tgt_pos = this->register_module("tgt_pos", make_positional<T>(options, gen));
+  emb_drop = this->register_module("emb_drop", std::make_shared<Dropout<T>>(options.dropout));
+  encoder = this->register_module("encoder", std::make_shared<TransformerEncoder<T>>(options, gen));
+  decoder = this->register_module("decoder", std::make_shared<TransformerDecoder<T>>(options, gen));
+  head = this->register_module("head", std::make_shared<Linear<T>>(options.d_model, tgt_vocab, true, gen));
+}
+
+template <class T>
+Variable<T> Seq2SeqModel<T>::encode(const IndexArray& src, const std::optional<Mask>& src_key_padding_mask) const {
+  check_tokens(src, "Seq2SeqModel", "src");
+  Variable<T> h = emb_drop->forward(src_pos->forward(src_emb->forward(src)));
+  return encoder->forward(h, src_key_padding_mask);
+}
+
+template <class T>
+Variable<T> Seq2SeqModel<T>::decode(const Variable<T>& memory, const IndexArray& tgt_in,
+                                    const std::optional<Mask>& src_key_padding_mask,
+                                    const std::optional<Mask>& tgt_key_padding_mask) const {
+  check_tokens(tgt_in, "Seq2SeqModel", "tgt_in");
+  if (memory.ndim() != 3 || memory.dim(0) != tgt_in.shape()[0] || memory.dim(2) != options_.d_model)
+    throw ShapeError("Seq2SeqModel: memory of shape " + shape_str(memory.shape()) + " does not fit tgt_in " +
+                     shape_str(tgt_in.shape()) + " (expected (B, Ts, " + std::to_string(options_.d_model) + "))");
+  Variable<T> h = emb_drop->forward(tgt_pos->forward(tgt_emb->forward(tgt_in)));
+  return head->forward(decoder->forward(h, memory, tgt_key_padding_mask, src_key_padding_mask));
+}
+
+template <class T>
+Variable<T> Seq2SeqModel<T>::forward(const IndexArray& src, const IndexArray& tgt_in,
+                                     const std::optional<Mask>& src_key_padding_mask,
+                                     const std::optional<Mask>& tgt_key_padding_mask) const {
+  return decode(encode(src, src_key_padding_mask), tgt_in, src_key_padding_mask, tgt_key_padding_mask);
+}
+
+template <class T>
+std::vector<std::pair<std::string, MultiHeadAttention<T>*>> Seq2SeqModel<T>::named_attention_layers() const {
+  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> out;
+  for (std::size_t i = 0; i < encoder->blocks->size(); ++i)
+    out.emplace_back("encoder.blocks." + std::to_string(i) + ".attn", (*encoder->blocks)[i].attn.get());
+  for (std::size_t i = 0; i < decoder->blocks->size(); ++i) {
+    const std::string p = "decoder.blocks." + std::to_string(i);
+    out.emplace_back(p + ".self_attn", (*decoder->blocks)[i].self_attn.get());
+    out.emplace_back(p + ".cross_attn", (*decoder->blocks)[i].cross_attn.get());
+  }
+  return out;
+}
+
+template <class T>
+std::vector<MultiHeadAttention<T>*> Seq2SeqModel<T>::attention_layers() const {
+  std::vector<MultiHeadAttention<T>*> out;
+  for (auto& [name, layer] : named_attention_layers()) out.push_back(layer);
+  return out;
+}
+
+template class EncoderModel<float>;
+template class EncoderModel<double>;
+template class TransformerEncoder<float>;
+template class TransformerEncoder<double>;
+template class TransformerDecoder<float>;
+template class TransformerDecoder<double>;
+template class Seq2SeqModel<float>;
+template class Seq2SeqModel<double>;
+
+}  // namespace qkv::nn

@@ -1,0 +1,96 @@
+#include "qkv/nn/transformer_layer.hpp"
+
+#include "qkv/ops/elementwise.hpp"
+
+namespace qkv::nn {
+
+MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o) {
+  MultiHeadAttentionOptions a;
+  a.embed_dim = o.d_model;
+  a.num_heads = o.heads;
+  a.head_dim = o.head_dim;
+  a.dropout = o.attn_dropout;
+  a.impl = o.impl;
+  a.scale = o.scale;
+  return a;
+}
+
+namespace {
+FeedForwardOptions ff_options(const TransformerLayerOptions& o) {
+  FeedForwardOptions f;
+  f.dim = o.d_model;
+  f.hidden = o.d_ff;
+  f.activation = o.activation;
+  f.dropout = o.dropout;
+  return f;
+}
+LayerNormOptions norm_options(const TransformerLayerOptions& o) { return LayerNormOptions{o.d_model, o.layer_norm_eps}; }
+}  // namespace
+
+template <class T>
+TransformerEncoderLayer<T>::TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen)
+    : options_(options) {
+  attn = this->register_module("attn", std::make_shared<MultiHeadAttention<T>>(attention_options(options), gen));
+  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(ff_options(options), gen));
+  norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
+}
+
+template <class T>
+Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask,
+                                                bool is_causal) const {
+  MultiHeadAttentionArgs<T> args;
+  args.key_padding_mask = key_padding_mask;
+  args.is_causal = is_causal;
+  auto sa = [&](const Variable<T>& h) { return drop1->forward(attn->forward(h, h, h, args).output); };
+  if (options_.norm_first) {
+    Variable<T> y = add(x, sa(norm1->forward(x)));
+    return add(y, ff->forward(norm2->forward(y)));
+  }
+  Variable<T> y = norm1->forward(add(x, sa(x)));
+  return norm2->forward(add(y, ff->forward(y)));
+}
+
+template <class T>
+TransformerDecoderLayer<T>::TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen)
+    : options_(options) {
+  self_attn = this->register_module("self_attn", std::make_shared<MultiHeadAttention<T>>(attention_options(options), gen));
+  cross_attn = this->register_module("cross_attn", std::make_shared<MultiHeadAttention<T>>(attention_options(options), gen));
+  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(ff_options(options), gen));
+  norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  norm3 = this->register_module("norm3", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
+  drop2 = this->register_module("drop2", std::make_shared<Dropout<T>>(options.dropout));
+}
+
+template <class T>
+Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Variable<T>& memory,
+                                                const std::optional<Mask>& tgt_key_padding_mask,
+                                                const std::optional<Mask>& memory_key_padding_mask) const {
+  MultiHeadAttentionArgs<T> self_args;
+  self_args.key_padding_mask = tgt_key_padding_mask;
+  self_args.is_causal = true;
+  MultiHeadAttentionArgs<T> cross_args;
+  cross_args.key_padding_mask = memory_key_padding_mask;
+  auto sa = [&](const Variable<T>& h) { return drop1->forward(self_attn->forward(h, h, h, self_args).output); };
+  auto ca = [&](const Variable<T>& h) {
+    return drop2->forward(cross_attn->forward(h, memory, memory, cross_args).output);
+  };
+  if (options_.norm_first) {
+    Variable<T> y = add(x, sa(norm1->forward(x)));
+    y = add(y, ca(norm2->forward(y)));
+    return add(y, ff->forward(norm3->forward(y)));
+  }
+  Variable<T> y = norm1->forward(add(x, sa(x)));
+  y = norm2->forward(add(y, ca(y)));
+  return norm3->forward(add(y, ff->forward(y)));
+}
+
+template class TransformerEncoderLayer<float>;
+template class TransformerEncoderLayer<double>;
+template class TransformerDecoderLayer<float>;
+template class TransformerDecoderLayer<double>;
+
+}  // namespace qkv::nn

@@ -1,0 +1,356 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "nn_test_util.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/nn/transformer.hpp"
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/reduce.hpp"
+
+using namespace qkv;
+using namespace qkv::nn;
+using test::leaf;
+
+namespace {
+
+TransformerLayerOptions tiny_layer(bool norm_first, AttentionImpl impl = AttentionImpl::Fused) {
+  TransformerLayerOptions o;
+  o.d_model = 4;
+  o.heads = 2;
+  o.d_ff = 6;
+  o.norm_first = norm_first;
+  o.impl = impl;
+  return o;
+}
+
+TransformerOptions tiny_model(bool norm_first, Positional pos = Positional::Sinusoidal) {
+  TransformerOptions o;
+  o.d_model = 4;
+  o.heads = 2;
+  o.layers = 2;
+  o.d_ff = 6;
+  o.norm_first = norm_first;
+  o.positional = pos;
+  o.max_len = 8;
+  return o;
+}
+
+// Make the LayerNorm parameters non-trivial, so the gradient check sees their role.
+template <class M>
+void perturb_norms(M& m, std::uint64_t seed) {
+  for (auto& [name, p] : m.named_parameters())
+    if (name.find("norm") != std::string::npos) p.value() = test::random_array<double>(p.shape(), seed++, 0.5, 1.5);
+}
+
+bool contains(const std::vector<std::string>& v, const std::string& s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// Sum of out * r with a fixed random r (keeps the Jacobian of a model check small).
+Variable<double> weighted_sum(const Variable<double>& out, std::uint64_t seed = 77) {
+  return sum(mul(out, Variable<double>(test::random_array<double>(out.shape(), seed))));
+}
+
+}  // namespace
+
+// ---- layers ----
+
+TEST_CASE("TransformerEncoderLayer: pre-LN and post-LN formulas, parameter names") {
+  for (bool nf : {true, false}) {
+    CAPTURE(nf);
+    Generator gen(1);
+    TransformerEncoderLayer<double> layer(tiny_layer(nf), gen);
+    perturb_norms(layer, 5);
+    auto names = test::param_names(layer);
+    CHECK(names.front() == "attn.w_q.weight");
+    CHECK(contains(names, "ff.fc1.weight"));
+    CHECK(names.back() == "norm2.bias");
+    Variable<double> x = leaf({2, 3, 4}, 2);
+    auto attn = [&](const Variable<double>& h) { return layer.attn->forward(h, h, h).output; };
+    Variable<double> expect =
+        nf ? add(add(x, attn(layer.norm1->forward(x))),
+                 layer.ff->forward(layer.norm2->forward(add(x, attn(layer.norm1->forward(x))))))
+           : layer.norm2->forward(add(layer.norm1->forward(add(x, attn(x))),
+                                      layer.ff->forward(layer.norm1->forward(add(x, attn(x))))));
+    CHECK(test::max_abs_diff(layer.forward(x).value(), expect.value()) < 1e-12);
+  }
+}
+
+TEST_CASE("TransformerEncoderLayer: gradcheck pre-LN and post-LN, both impls, with key padding") {
+  for (bool nf : {true, false})
+    for (AttentionImpl impl : {AttentionImpl::Fused, AttentionImpl::Composite}) {
+      CAPTURE(nf);
+      Generator gen(2);
+      TransformerEncoderLayer<double> layer(tiny_layer(nf, impl), gen);
+      perturb_norms(layer, 5);
+      Variable<double> x = leaf({2, 3, 4}, 3);
+      Mask kpm = {{false, false, true}, {false, false, false}};
+      test::check_module_grad([&] { return layer.forward(x, kpm); }, layer, {x});
+    }
+}
+
+TEST_CASE("TransformerDecoderLayer: causal self-attention then cross-attention, gradcheck") {
+  for (bool nf : {true, false}) {
+    CAPTURE(nf);
+    Generator gen(3);
+    TransformerDecoderLayer<double> layer(tiny_layer(nf), gen);
+    perturb_norms(layer, 7);
+    auto names = test::param_names(layer);
+    CHECK(names.front() == "self_attn.w_q.weight");
+    CHECK(contains(names, "cross_attn.w_k.weight"));
+    CHECK(contains(names, "norm3.weight"));
+    Variable<double> x = leaf({2, 3, 4}, 4), mem = leaf({2, 2, 4}, 5);
+    Mask mem_kpm = {{false, true}, {false, false}};
+    test::check_module_grad([&] { return layer.forward(x, mem, std::nullopt, mem_kpm); }, layer, {x, mem});
+    // Causal: changing the last target position leaves earlier outputs unchanged.
+    Array<double> y1 = layer.forward(x, mem).value();
+    Array<double> x2 = x.value();
+    for (std::size_t c = 0; c < 4; ++c) x2(0, 2, c) += 1.0;
+    Array<double> y2 = layer.forward(Variable<double>(x2), mem).value();
+    for (std::size_t t = 0; t < 2; ++t)
+      for (std::size_t c = 0; c < 4; ++c) CHECK(y1(0, t, c) == doctest::Approx(y2(0, t, c)).epsilon(1e-12));
+    CHECK(y1(0, 2, 0) != doctest::Approx(y2(0, 2, 0)));
+  }
+}
+
+// ---- EncoderModel ----
+
+TEST_CASE("EncoderModel: logits shape, parameter names in order, attention layer names") {
+  Generator gen(4);
+  EncoderModel<float> m(7, 3, tiny_model(true, Positional::Learned), gen);
+  IndexArray tokens = {{1, 2, 3, 4}, {6, 5, 0, 0}};
+  CHECK(m.forward(tokens).shape() == Shape{2, 4, 3});
+  auto names = test::param_names(m);
+  CHECK(names[0] == "tok_emb.weight");
+  CHECK(names[1] == "pos.weight");
+  CHECK(names[2] == "blocks.0.attn.w_q.weight");
+  CHECK(contains(names, "blocks.0.ff.fc1.weight"));
+  CHECK(contains(names, "blocks.1.norm2.bias"));
+  CHECK(names[names.size() - 3] == "norm.bias");
+  CHECK(names[names.size() - 2] == "head.weight");
+  CHECK(names.back() == "head.bias");
+  CHECK(m.head->weight.shape() == Shape{3, 4});
+  auto attn = m.named_attention_layers();
+  REQUIRE(attn.size() == 2);
+  CHECK(attn[0].first == "blocks.0.attn");
+  CHECK(attn[1].first == "blocks.1.attn");
+  CHECK(m.attention_layers()[1] == m.blocks->operator[](1).attn.get());
+
+  EncoderModel<float> post(7, 3, tiny_model(false), gen);
+  auto pnames = test::param_names(post);
+  CHECK_FALSE(contains(pnames, "norm.weight"));
+  CHECK_FALSE(contains(pnames, "pos.weight"));
+  CHECK(pnames[1] == "blocks.0.attn.w_q.weight");
+}
+
+TEST_CASE("EncoderModel: gradcheck pre-LN/post-LN, sinusoidal/learned, with padding") {
+  for (bool nf : {true, false}) {
+    CAPTURE(nf);
+    Generator gen(5);
+    TransformerOptions o = tiny_model(nf, nf ? Positional::Learned : Positional::Sinusoidal);
+    o.layers = 1;
+    EncoderModel<double> m(5, 3, o, gen);
+    perturb_norms(m, 9);
+    IndexArray tokens = {{1, 2, 4}, {3, 0, 0}};
+    Mask kpm = {{false, false, false}, {false, true, true}};
+    test::check_module_grad([&] { return m.forward(tokens, kpm); }, m);
+  }
+}
+
+TEST_CASE("EncoderModel: padded positions do not change the other positions; causal option") {
+  Generator gen(6);
+  EncoderModel<double> m(6, 4, tiny_model(true), gen);
+  Mask kpm = {{false, false, true, true}};
+  Array<double> a = m.forward(IndexArray{{1, 2, 3, 4}}, kpm).value();
+  Array<double> b = m.forward(IndexArray{{1, 2, 5, 0}}, kpm).value();
+  for (std::size_t t = 0; t < 2; ++t)
+    for (std::size_t c = 0; c < 4; ++c) CHECK(a(0, t, c) == doctest::Approx(b(0, t, c)).epsilon(1e-12));
+  // Without the mask the change is visible.
+  Array<double> c0 = m.forward(IndexArray{{1, 2, 3, 4}}).value();
+  Array<double> c1 = m.forward(IndexArray{{1, 2, 5, 0}}).value();
+  CHECK(c0(0, 0, 0) != doctest::Approx(c1(0, 0, 0)));
+
+  TransformerOptions o = tiny_model(true);
+  o.causal = true;
+  EncoderModel<double> lm(6, 4, o, gen);
+  Array<double> d0 = lm.forward(IndexArray{{1, 2, 3, 4}}).value();
+  Array<double> d1 = lm.forward(IndexArray{{1, 2, 3, 0}}).value();
+  for (std::size_t t = 0; t < 3; ++t)
+    for (std::size_t c = 0; c < 4; ++c) CHECK(d0(0, t, c) == doctest::Approx(d1(0, t, c)).epsilon(1e-12));
+  CHECK(d0(0, 3, 0) != doctest::Approx(d1(0, 3, 0)));
+}
+
+TEST_CASE("EncoderModel: errors for bad token shapes, ids and lengths") {
+  EncoderModel<float> m(5, 2, tiny_model(true));
+  CHECK_THROWS_WITH_AS(m.forward(IndexArray{1, 2}), doctest::Contains("tokens of shape (B, T), found (2,)"), ShapeError);
+  CHECK_THROWS_AS(m.forward(IndexArray{{1, 5}}), ValueError);
+  CHECK_THROWS_AS(m.forward(IndexArray::from_shape({1, 9})), ShapeError);  // max_len 8
+  TransformerOptions o = tiny_model(true);
+  o.heads = 3;
+  CHECK_THROWS_WITH_AS(EncoderModel<float>(5, 2, o), doctest::Contains("not divisible"), ValueError);
+  CHECK_THROWS_WITH_AS(parse_positional("rope"), doctest::Contains("\"sinusoidal\" or \"learned\""), ValueError);
+}
+
+// ---- Seq2SeqModel ----
+
+TEST_CASE("Seq2SeqModel: names, forward = decode(encode), causal decoder, attention layers") {
+  Generator gen(7);
+  Seq2SeqModel<double> m(6, 5, tiny_model(true, Positional::Learned), gen);
+  auto names = test::param_names(m);
+  CHECK(names[0] == "src_emb.weight");
+  CHECK(names[1] == "tgt_emb.weight");
+  CHECK(names[2] == "src_pos.weight");
+  CHECK(names[3] == "tgt_pos.weight");
+  CHECK(names[4] == "encoder.blocks.0.attn.w_q.weight");
+  CHECK(contains(names, "encoder.norm.weight"));
+  CHECK(contains(names, "decoder.blocks.1.cross_attn.w_v.bias"));
+  CHECK(contains(names, "decoder.norm.bias"));
+  CHECK(names.back() == "head.bias");
+  auto attn = m.named_attention_layers();
+  REQUIRE(attn.size() == 6);
+  CHECK(attn[0].first == "encoder.blocks.0.attn");
+  CHECK(attn[2].first == "decoder.blocks.0.self_attn");
+  CHECK(attn[3].first == "decoder.blocks.0.cross_attn");
+  CHECK(attn[5].first == "decoder.blocks.1.cross_attn");
+
+  IndexArray src = {{1, 2, 3}, {5, 4, 0}}, tgt = {{0, 1, 2, 3}, {0, 4, 4, 1}};
+  Array<double> logits = m.forward(src, tgt).value();
+  REQUIRE(logits.shape() == Shape{2, 4, 5});
+  CHECK(test::bitwise_equal(m.decode(m.encode(src), tgt).value(), logits));
+  // Logits at t depend only on tgt[:t+1].
+  IndexArray tgt2 = tgt;
+  tgt2(0, 3) = 4;
+  Array<double> l2 = m.forward(src, tgt2).value();
+  for (std::size_t t = 0; t < 3; ++t)
+    for (std::size_t v = 0; v < 5; ++v) CHECK(logits(0, t, v) == doctest::Approx(l2(0, t, v)).epsilon(1e-12));
+  // Every position depends on the source.
+  IndexArray src2 = src;
+  src2(0, 2) = 0;
+  CHECK(m.forward(src2, tgt).value()(0, 0, 0) != doctest::Approx(logits(0, 0, 0)));
+  CHECK_THROWS_AS(m.decode(Variable<double>(zeros<double>({3, 3, 4})), tgt), ShapeError);
+}
+
+TEST_CASE("Seq2SeqModel: gradcheck pre-LN and post-LN with source padding") {
+  for (bool nf : {true, false}) {
+    CAPTURE(nf);
+    Generator gen(8);
+    TransformerOptions o = tiny_model(nf);
+    o.layers = 1;
+    Seq2SeqModel<double> m(4, 3, o, gen);
+    perturb_norms(m, 11);
+    IndexArray src = {{1, 2, 3}, {3, 1, 0}}, tgt = {{0, 1}, {0, 2}};
+    Mask src_kpm = {{false, false, false}, {false, false, true}};
+    test::check_module_grad([&] { return m.forward(src, tgt, src_kpm); }, m);
+  }
+}
+
+// ---- module behaviour on whole models ----
+
+TEST_CASE("models: train/eval reaches every submodule; dropout only in training, reproducible per seed") {
+  TransformerOptions o = tiny_model(true);
+  o.dropout = 0.3;
+  o.attn_dropout = 0.3;
+  Generator gen(9);
+  Seq2SeqModel<double> m(6, 5, o, gen);
+  IndexArray src = {{1, 2, 3}}, tgt = {{0, 1, 2}};
+  CHECK(test::all_training(m, true));
+  m.eval();
+  CHECK(test::all_training(m, false));
+  manual_seed(1);
+  Array<double> e1 = m.forward(src, tgt).value();
+  manual_seed(2);
+  CHECK(test::bitwise_equal(m.forward(src, tgt).value(), e1));
+  m.train();
+  CHECK(test::all_training(m, true));
+  manual_seed(1);
+  Array<double> t1 = m.forward(src, tgt).value();
+  manual_seed(1);
+  CHECK(test::bitwise_equal(m.forward(src, tgt).value(), t1));
+  CHECK_FALSE(test::bitwise_equal(t1, e1));
+  manual_seed(2);
+  CHECK_FALSE(test::bitwise_equal(m.forward(src, tgt).value(), t1));
+  // Gradient check in training mode, with the dropout masks fixed by reseeding.
+  TransformerOptions small = tiny_model(true);
+  small.layers = 1;
+  small.dropout = 0.2;
+  small.attn_dropout = 0.2;
+  EncoderModel<double> enc(4, 2, small, gen);
+  IndexArray tokens = {{1, 2, 3}};
+  test::check_module_grad([&] { manual_seed(5); return weighted_sum(enc.forward(tokens)); }, enc);
+}
+
+TEST_CASE("models: the same seed builds the same model; state_dict round trip") {
+  Generator g1(10), g2(10), g3(11);
+  EncoderModel<float> a(6, 3, tiny_model(true, Positional::Learned), g1);
+  EncoderModel<float> b(6, 3, tiny_model(true, Positional::Learned), g2);
+  EncoderModel<float> c(6, 3, tiny_model(true, Positional::Learned), g3);
+  IndexArray tokens = {{1, 2, 3, 5}};
+  CHECK(test::bitwise_equal(a.forward(tokens).value(), b.forward(tokens).value()));
+  CHECK_FALSE(test::bitwise_equal(a.forward(tokens).value(), c.forward(tokens).value()));
+  c.load_state_dict(a.state_dict());
+  CHECK(test::bitwise_equal(a.forward(tokens).value(), c.forward(tokens).value()));
+  // state_dict holds copies: changing the model afterwards does not change a saved state.
+  auto saved = a.state_dict();
+  a.head->bias.value()(0) += 1.0f;
+  CHECK(saved.back().second(0) != a.head->bias.value()(0));
+}
+
+TEST_CASE("models: load_state_dict rejects missing, unexpected and misshapen entries without changing anything") {
+  Generator gen(12);
+  EncoderModel<float> m(6, 3, tiny_model(true), gen);
+  IndexArray tokens = {{1, 2}};
+  Array<float> before = m.forward(tokens).value();
+  auto good = m.state_dict();
+
+  auto missing = good;
+  missing.erase(missing.begin() + 3);
+  CHECK_THROWS_WITH_AS(m.load_state_dict(missing), doctest::Contains("missing: " + good[3].first), ValueError);
+
+  auto extra = good;
+  extra.emplace_back("head.extra", zeros<float>({2}));
+  CHECK_THROWS_WITH_AS(m.load_state_dict(extra), doctest::Contains("unexpected: head.extra"), ValueError);
+
+  auto shaped = good;
+  shaped[0].second = zeros<float>({6, 5});
+  for (auto& kv : shaped)
+    if (kv.first != "tok_emb.weight") kv.second = zeros<float>(kv.second.shape());
+  CHECK_THROWS_WITH_AS(m.load_state_dict(shaped),
+                       doctest::Contains("shape of tok_emb.weight: expected (6, 4), found (6, 5)"), ValueError);
+  CHECK(test::bitwise_equal(m.forward(tokens).value(), before));
+
+  // A state from a differently shaped model does not fit.
+  TransformerOptions wider = tiny_model(true);
+  wider.d_ff = 8;
+  EncoderModel<float> other(6, 3, wider);
+  CHECK_THROWS_WITH_AS(m.load_state_dict(other.state_dict()), doctest::Contains("blocks.0.ff.fc1.weight"), ValueError);
+}
+
+TEST_CASE("models: 1 and 2 threads give identical logits and gradients") {
+  auto run = [](int threads) {
+    set_num_threads(threads);
+    TransformerOptions o;
+    o.d_model = 32;
+    o.heads = 4;
+    o.d_ff = 64;
+    o.dropout = 0.1;
+    o.attn_dropout = 0.1;
+    o.max_len = 32;
+    Generator gen(13);
+    Seq2SeqModel<float> m(11, 9, o, gen);
+    IndexArray src = IndexArray::from_shape({4, 12}), tgt = IndexArray::from_shape({4, 10});
+    for (std::size_t i = 0; i < src.size(); ++i) src.data()[i] = Index(i * 7 % 11);
+    for (std::size_t i = 0; i < tgt.size(); ++i) tgt.data()[i] = Index(i * 5 % 9);
+    manual_seed(3);
+    Variable<float> y = m.forward(src, tgt);
+    sum(y).backward();
+    std::vector<Array<float>> r{y.value()};
+    for (auto& p : m.parameters()) r.push_back(p.grad());
+    return r;
+  };
+  const int saved = num_threads();
+  auto a = run(1), b = run(2);
+  set_num_threads(saved);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(test::bitwise_equal(a[i], b[i]));
+}
