@@ -10,6 +10,12 @@ Positional parse_positional(const std::string& name) {
   throw ValueError("positional: expected \"sinusoidal\" or \"learned\", found \"" + name + "\"");
 }
 
+AttentionImpl parse_attention_impl(const std::string& name) {
+  if (name == "fused") return AttentionImpl::Fused;
+  if (name == "composite") return AttentionImpl::Composite;
+  throw ValueError("attention: expected \"fused\" or \"composite\", found \"" + name + "\"");
+}
+
 TransformerLayerOptions layer_options(const TransformerOptions& o) {
   TransformerLayerOptions l;
   l.d_model = o.d_model;

@@ -14,6 +14,17 @@ inline Variable<double> leaf(const Shape& shape, std::uint64_t seed) {
   return Variable<double>(random_array<double>(shape, seed), true);
 }
 
+/// A (B, T) id array from nested braces: ids({{1, 2}, {3, 4}}).
+inline IndexArray ids(std::initializer_list<std::initializer_list<Index>> rows) {
+  IndexArray out = IndexArray::from_shape({rows.size(), rows.begin()->size()});
+  std::size_t i = 0;
+  for (auto& r : rows) {
+    REQUIRE(r.size() == out.shape()[1]);
+    for (Index v : r) out.data()[i++] = v;
+  }
+  return out;
+}
+
 /// gradcheck of f with respect to every parameter of `m` plus `extra` inputs.
 inline void check_module_grad(const std::function<Variable<double>()>& f, const nn::Module<double>& m,
                               const std::vector<Variable<double>>& extra = {}) {

@@ -9,6 +9,7 @@
 #include "qkv/nn/layer_norm.hpp"
 #include "qkv/nn/linear.hpp"
 #include "qkv/nn/positional.hpp"
+#include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/reduce.hpp"
 
 using namespace qkv;
@@ -70,7 +71,7 @@ TEST_CASE("Embedding: rows of the table, N(0, 1) init, gradcheck with a repeated
   Generator gen(5);
   Embedding<double> emb(6, 4, gen);
   CHECK(test::param_names(emb) == std::vector<std::string>{"weight"});
-  IndexArray ids = {{1, 5, 1}, {0, 2, 3}};
+  IndexArray ids = test::ids({{1, 5, 1}, {0, 2, 3}});
   Array<double> y = emb.forward(ids).value();
   REQUIRE(y.shape() == Shape{2, 3, 4});
   for (std::size_t n = 0; n < 2; ++n)
@@ -84,7 +85,7 @@ TEST_CASE("Embedding: rows of the table, N(0, 1) init, gradcheck with a repeated
   const double n = 200 * 50;
   CHECK(std::fabs(s / n) < 0.05);
   CHECK(std::sqrt(s2 / n) == doctest::Approx(1.0).epsilon(0.05));
-  CHECK_THROWS_AS(emb.forward(IndexArray{{6}}), ValueError);
+  CHECK_THROWS_AS(emb.forward(test::ids({{6}})), ValueError);
 }
 
 // ---- positional encodings ----

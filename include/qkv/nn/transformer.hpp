@@ -25,6 +25,9 @@ const char* positional_name(Positional p);
 /// Parse "sinusoidal" / "learned"; anything else throws ValueError listing the choices.
 Positional parse_positional(const std::string& name);
 
+/// Parse "fused" / "composite"; anything else throws ValueError listing the choices.
+AttentionImpl parse_attention_impl(const std::string& name);
+
 struct TransformerOptions {
   std::size_t d_model = 64;   ///< C
   std::size_t heads = 4;      ///< H
