@@ -296,9 +296,8 @@ TEST_CASE("MultiHeadAttention: gradcheck of parameters and inputs, both impls") 
   }
 }
 
-// TODO(nn): drop may_fail once the composite scaled_dot_product_attention lands on main (the
-// composite path returns weights that are part of the graph; the fused path's are detached).
-TEST_CASE("MultiHeadAttention: weights are differentiable on the composite path" * doctest::may_fail()) {
+// The composite path returns weights that are part of the graph (the fused path's are detached).
+TEST_CASE("MultiHeadAttention: weights are differentiable on the composite path") {
   Generator gen(7);
   MultiHeadAttention<double> m(mha_options(4, 2, 0.0, AttentionImpl::Composite), gen);
   Variable<double> x = leaf({1, 3, 4}, 3);
