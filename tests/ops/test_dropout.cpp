@@ -87,7 +87,7 @@ TEST_CASE("dropout: bitwise identical with 1 and 2 threads") {
   CHECK(test::bitwise_equal(gx[0], gx[1]));
 }
 
-TEST_CASE("dropout: p outside [0, 1) throws ValueError") {
+TEST_CASE("dropout: p outside the half-open range 0 to 1 throws ValueError") {
   Variable<float> x(zeros<float>({2}));
   Generator gen;
   CHECK_THROWS_WITH_AS(dropout(x, 1.5, true, gen), doctest::Contains("dropout: probability p must be in [0, 1), got 1.5"), ValueError);
