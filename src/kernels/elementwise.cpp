@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "simd.hpp"
+
 namespace qkv::kernels {
 
 BroadcastPlan broadcast_plan(const Shape& a, const Shape& b, const Shape& out) {
@@ -39,6 +41,64 @@ BroadcastPlan broadcast_plan(const Shape& a, const Shape& b, const Shape& out) {
   return p;
 }
 
+namespace {
+
+// PyTorch's constants (aten/src/ATen/native/cpu/Activation.cpp).
+constexpr double kAlpha = M_SQRT1_2;                    // 1 / sqrt(2)
+constexpr double kPdf = M_2_SQRTPI * M_SQRT1_2 * 0.5;   // 1 / sqrt(2 pi)
+constexpr double kTanhBeta = M_SQRT2 * M_2_SQRTPI * 0.5;  // sqrt(2 / pi)
+constexpr double kKappa = 0.044715;
+
+// out[i] = f(batch of a[i], batch of b[i]) in SIMD batches; the tail is a padded partial batch.
+template <class T, class F>
+void simd_zip(const T* a, const T* b, T* out, std::size_t n, F f) {
+  using B = simd::Batch<T>;
+  constexpr std::size_t W = simd::width<T>;
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+  for (long c = 0; c < long(chunks); ++c) {
+    std::size_t i = std::size_t(c) * kChunk;
+    const std::size_t end = std::min(n, i + kChunk);
+    for (; i + W <= end; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
+    if (i < end) simd::store_tail(f(simd::load_tail(a + i, end - i, T(0)), simd::load_tail(b + i, end - i, T(0))), out + i, end - i);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gelu_forward(const T* x, T* y, std::size_t n, bool tanh_approx) {
+  using B = simd::Batch<T>;
+  if (tanh_approx)
+    simd_zip(x, x, y, n, [](const B& v, const B&) {
+      return B(T(0.5)) * v * (B(T(1)) + xsimd::tanh(B(T(kTanhBeta)) * (v + B(T(kKappa)) * v * v * v)));
+    });
+  else
+    simd_zip(x, x, y, n, [](const B& v, const B&) {
+      return v * B(T(0.5)) * (B(T(1)) + xsimd::erf(v * B(T(kAlpha))));
+    });
+}
+
+template <class T>
+void gelu_backward(const T* g, const T* x, T* gx, std::size_t n, bool tanh_approx) {
+  using B = simd::Batch<T>;
+  const B half(T(0.5)), one(T(1));
+  if (tanh_approx)
+    simd_zip(g, x, gx, n, [=](const B& gv, const B& v) {
+      const B t = xsimd::tanh(B(T(kTanhBeta)) * (v + B(T(kKappa)) * v * v * v));
+      const B left_derivative = half * (one + t);
+      const B right_derivative = half * v * (one - t * t);
+      const B inner_derivative = B(T(kTanhBeta)) * (one + B(T(3)) * B(T(kKappa)) * v * v);
+      return gv * (left_derivative + right_derivative * inner_derivative);
+    });
+  else
+    simd_zip(g, x, gx, n, [=](const B& gv, const B& v) {
+      const B cdf = half * (one + xsimd::erf(v * B(T(kAlpha))));
+      const B pdf = xsimd::exp(B(T(-0.5)) * v * v) * B(T(kPdf));
+      return gv * (cdf + v * pdf);
+    });
+}
+
 template <class T>
 void broadcast_to(const T* src, const Shape& src_shape, T* out, const Shape& out_shape, T scale) {
   BroadcastPlan p = broadcast_plan(src_shape, src_shape, out_shape);
@@ -55,15 +115,22 @@ void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I
     return;
   }
   if (I == 1) {
-    // Contiguous rows. Blocks of kBlock values are summed left to right, then the block sums in
-    // order: the same additions whether rows or blocks are spread over threads, and a smaller
+    // Contiguous rows. Blocks of kBlock values are summed, then the block sums in order: the same additions whether rows or blocks are spread over threads, and a smaller
     // rounding error than one running sum over a long row.
     static constexpr std::size_t kBlock = 1024;
+    // Within a block, kLanes interleaved running sums (lane j takes elements j, j + kLanes, ...)
+    // let the compiler vectorise without reassociating anything; lanes are added in order.
+    static constexpr std::size_t kLanes = 16;
     auto block_sum = [in, R](std::size_t o, std::size_t blk) {
       const T* p = in + o * R + blk * kBlock;
       const std::size_t len = std::min(kBlock, R - blk * kBlock);
+      T lanes[kLanes] = {};
+      std::size_t t = 0;
+      for (; t + kLanes <= len; t += kLanes)
+        for (std::size_t j = 0; j < kLanes; ++j) lanes[j] += p[t + j];
+      for (std::size_t j = 0; t < len; ++t, ++j) lanes[j] += p[t];
       T s = T(0);
-      for (std::size_t t = 0; t < len; ++t) s += p[t];
+      for (std::size_t j = 0; j < kLanes; ++j) s += lanes[j];
       return s;
     };
     const std::size_t blocks = (R + kBlock - 1) / kBlock;
@@ -206,6 +273,31 @@ void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& pe
     return;
   }
   const std::size_t rank = dims.size(), inner = dims.back(), s_inner = strides.back();
+  if (rank >= 2 && s_inner != 1 && strides[rank - 2] == 1) {
+    // A transpose of the last two (collapsed) dimensions: copy kTile x kTile tiles, so that both
+    // the rows read and the rows written stay in cache.
+    static constexpr std::size_t kTile = 32;
+    const std::size_t A = dims[rank - 2], planes = n / (A * inner), a_tiles = (A + kTile - 1) / kTile;
+#pragma omp parallel for schedule(static) if (n > kParallelMin)
+    for (long w = 0; w < long(planes * a_tiles); ++w) {
+      std::size_t plane = std::size_t(w) / a_tiles, base = 0;
+      const std::size_t a0 = (std::size_t(w) % a_tiles) * kTile, a1 = std::min(A, a0 + kTile);
+      T* dst = out + (std::size_t(w) / a_tiles) * A * inner;
+      for (std::size_t k = rank - 2; k-- > 0;) {
+        base += (plane % dims[k]) * strides[k];
+        plane /= dims[k];
+      }
+      for (std::size_t b0 = 0; b0 < inner; b0 += kTile) {
+        const std::size_t b1 = std::min(inner, b0 + kTile);
+        for (std::size_t a = a0; a < a1; ++a) {
+          const T* src = in + base + a;
+          T* row = dst + a * inner;
+          for (std::size_t b = b0; b < b1; ++b) row[b] = src[b * s_inner];
+        }
+      }
+    }
+    return;
+  }
   const std::size_t rows = n / inner;
 #pragma omp parallel for schedule(static) if (n > kParallelMin)
   for (long r = 0; r < long(rows); ++r) {
@@ -224,6 +316,8 @@ void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& pe
 }
 
 #define QKV_INSTANTIATE(T)                                                                          \
+  template void gelu_forward<T>(const T*, T*, std::size_t, bool);                                   \
+  template void gelu_backward<T>(const T*, const T*, T*, std::size_t, bool);                        \
   template void broadcast_to<T>(const T*, const Shape&, T*, const Shape&, T);                       \
   template void sum_middle<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                 \
   template void sum_axes<T>(const T*, const Shape&, const std::vector<bool>&, T*);                  \

@@ -239,35 +239,12 @@ Variable<T> relu(const Variable<T>& a) {
 
 template <class T>
 Variable<T> gelu(const Variable<T>& a, GeluApprox approx) {
-  // PyTorch's formulas (aten/src/ATen/native/cpu/Activation.cpp), in T.
-  const T kAlpha = T(M_SQRT1_2);                    // 1 / sqrt(2)
-  const T kBeta = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);  // 1 / sqrt(2 pi), and sqrt(2 / pi) / 2
-  const T kKappa = T(0.044715);
-  const T kTanhBeta = T(M_SQRT2 * M_2_SQRTPI * 0.5);  // sqrt(2 / pi)
-  Array<T> y;
-  if (approx == GeluApprox::Tanh)
-    y = map(a.value(), [=](T x) {
-      return T(0.5) * x * (T(1) + std::tanh(kTanhBeta * (x + kKappa * x * x * x)));
-    });
-  else
-    y = map(a.value(), [=](T x) { return x * T(0.5) * (T(1) + std::erf(x * kAlpha)); });
-  return record_op<T>("gelu", std::move(y), needs_grad(a), [=](const Array<T>& g) {
-    Array<T> ga;
-    if (approx == GeluApprox::Tanh)
-      ga = zip(g, a.value(), [=](T v, T x) {
-        const T inner = kTanhBeta * (x + kKappa * x * x * x);
-        const T t = std::tanh(inner);
-        const T left_derivative = T(0.5) * (T(1) + t);
-        const T right_derivative = T(0.5) * x * (T(1) - t * t);
-        const T inner_derivative = kTanhBeta * (T(1) + T(3) * kKappa * x * x);
-        return v * (left_derivative + right_derivative * inner_derivative);
-      });
-    else
-      ga = zip(g, a.value(), [=](T v, T x) {
-        const T cdf = T(0.5) * (T(1) + std::erf(x * kAlpha));
-        const T pdf = std::exp(T(-0.5) * x * x) * kBeta;
-        return v * (cdf + x * pdf);
-      });
+  const bool tanh_approx = approx == GeluApprox::Tanh;
+  Array<T> y = Array<T>::from_shape(a.shape());
+  k::gelu_forward(a.data(), y.data(), a.size(), tanh_approx);
+  return record_op<T>("gelu", std::move(y), needs_grad(a), [a, tanh_approx](const Array<T>& g) {
+    Array<T> ga = Array<T>::from_shape(a.shape());
+    k::gelu_backward(g.data(), a.data(), ga.data(), a.size(), tanh_approx);
     a.accumulate_grad(std::move(ga), "gelu");
   });
 }

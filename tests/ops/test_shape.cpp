@@ -42,6 +42,13 @@ TEST_CASE("transpose and permute: forward matches index arithmetic") {
           CHECK(t.value()(a, c, b, d) == x(a, b, c, d));
           CHECK(p.value()(d, a, c, b) == x(a, b, c, d));
         }
+  // Sizes that are not multiples of the kernel's 32 x 32 tiles.
+  Array<double> big = test::random_array<double>({3, 70, 45}, 3);
+  Variable<double> bt = transpose(Variable<double>(big), -1, 1);
+  REQUIRE(bt.shape() == Shape{3, 45, 70});
+  for (std::size_t a = 0; a < 3; ++a)
+    for (std::size_t b = 0; b < 70; ++b)
+      for (std::size_t c = 0; c < 45; ++c) CHECK(bt.value()(a, c, b) == big(a, b, c));
   Array<double> m = test::random_array<double>({3, 7}, 3);
   Variable<double> mt = transpose(Variable<double>(m), 0, 1);
   for (std::size_t i = 0; i < 3; ++i)

@@ -43,6 +43,15 @@ void zip(const TA* a, const TB* b, TO* out, std::size_t n, F f) {
   }
 }
 
+/// GELU over n values, vectorised with xsimd (erf and tanh have no vectorised libm form):
+/// exact y = x/2 (1 + erf(x / sqrt 2)), or with `tanh_approx`
+/// y = x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); PyTorch's formulas.
+template <class T>
+void gelu_forward(const T* x, T* y, std::size_t n, bool tanh_approx);
+/// gx = g * dGELU/dx(x) for the same two forms.
+template <class T>
+void gelu_backward(const T* g, const T* x, T* gx, std::size_t n, bool tanh_approx);
+
 /// How two operands map onto a broadcast output, with dimensions collapsed: output dimensions of
 /// size 1 are dropped and neighbours that both operands treat alike are merged, so (B, T, C) + (C)
 /// becomes (B*T, C) with strides (0, 1) for the second operand, and equal shapes become one flat
@@ -106,8 +115,8 @@ void broadcast_to(const T* src, const Shape& src_shape, T* out, const Shape& out
 template <class T>
 void sum_axes(const T* in, const Shape& shape, const std::vector<bool>& reduce, T* out);
 
-/// in (O, R, I) -> out (O, I): out[o, i] = sum over r of in[o, r, i], r ascending (for I == 1, in
-/// fixed blocks of r whose partial sums are then added in order).
+/// in (O, R, I) -> out (O, I): out[o, i] = sum over r of in[o, r, i], r ascending. For I == 1 the
+/// order is fixed differently: blocks of 1024 values, each summed as 16 interleaved lanes.
 template <class T>
 void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I);
 
