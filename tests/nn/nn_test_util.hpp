@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "qkv/kernels/parallel.hpp"
 #include "qkv/nn/module.hpp"
 #include "test_util.hpp"
 
@@ -50,6 +51,18 @@ bool all_training(const nn::Module<T>& m, bool on) {
   for (auto& [name, child] : m.named_children())
     if (!all_training(*child, on)) return false;
   return true;
+}
+
+/// run() on 1 and on 2 threads gives bitwise identical arrays.
+inline void check_same_on_1_and_2_threads(const std::function<std::vector<Array<float>>()>& run) {
+  const int saved = num_threads();
+  set_num_threads(1);
+  auto a = run();
+  set_num_threads(2);
+  auto b = run();
+  set_num_threads(saved);
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) CHECK(bitwise_equal(a[i], b[i]));
 }
 
 /// max |a - b| over two arrays of the same shape.

@@ -4,7 +4,6 @@
 #include <functional>
 
 #include "nn_test_util.hpp"
-#include "qkv/kernels/parallel.hpp"
 #include "qkv/nn/multi_head_attention.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/reduce.hpp"
@@ -372,8 +371,7 @@ TEST_CASE("MultiHeadAttention: shape errors name the layer and the shapes") {
 }
 
 TEST_CASE("MultiHeadAttention: 1 and 2 threads give identical outputs and gradients") {
-  auto run = [](int threads) {
-    set_num_threads(threads);
+  test::check_same_on_1_and_2_threads([] {
     Generator gen(10);
     MultiHeadAttention<float> m(mha_options(32, 4, 0.1), gen);
     Variable<float> x(test::random_array<float>({4, 16, 32}, 1), true);
@@ -385,10 +383,5 @@ TEST_CASE("MultiHeadAttention: 1 and 2 threads give identical outputs and gradie
     std::vector<Array<float>> r{y.value(), x.grad()};
     for (auto& p : m.parameters()) r.push_back(p.grad());
     return r;
-  };
-  const int saved = num_threads();
-  auto a = run(1), b = run(2);
-  set_num_threads(saved);
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(test::bitwise_equal(a[i], b[i]));
+  });
 }

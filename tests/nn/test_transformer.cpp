@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "nn_test_util.hpp"
-#include "qkv/kernels/parallel.hpp"
 #include "qkv/nn/transformer.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/reduce.hpp"
@@ -329,8 +328,7 @@ TEST_CASE("models: load_state_dict rejects missing, unexpected and misshapen ent
 }
 
 TEST_CASE("models: 1 and 2 threads give identical logits and gradients") {
-  auto run = [](int threads) {
-    set_num_threads(threads);
+  test::check_same_on_1_and_2_threads([] {
     TransformerOptions o;
     o.d_model = 32;
     o.heads = 4;
@@ -349,10 +347,5 @@ TEST_CASE("models: 1 and 2 threads give identical logits and gradients") {
     std::vector<Array<float>> r{y.value()};
     for (auto& p : m.parameters()) r.push_back(p.grad());
     return r;
-  };
-  const int saved = num_threads();
-  auto a = run(1), b = run(2);
-  set_num_threads(saved);
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) CHECK(test::bitwise_equal(a[i], b[i]));
+  });
 }
