@@ -157,7 +157,7 @@ TEST_CASE("EncoderModel: gradcheck pre-LN/post-LN, sinusoidal/learned, with padd
   }
 }
 
-TEST_CASE("EncoderModel: padded positions do not change the other positions; causal option") {
+TEST_CASE("EncoderModel: padded positions do not change the other positions, causal option") {
   Generator gen(6);
   EncoderModel<double> m(6, 4, tiny_model(true), gen);
   Mask kpm = {{false, false, true, true}};
@@ -248,7 +248,7 @@ TEST_CASE("Seq2SeqModel: gradcheck pre-LN and post-LN with source padding") {
 
 // ---- module behaviour on whole models ----
 
-TEST_CASE("models: train/eval reaches every submodule; dropout only in training, reproducible per seed") {
+TEST_CASE("models: train/eval reaches every submodule, dropout only in training and reproducible per seed") {
   TransformerOptions o = tiny_model(true);
   o.dropout = 0.3;
   o.attn_dropout = 0.3;
@@ -281,7 +281,7 @@ TEST_CASE("models: train/eval reaches every submodule; dropout only in training,
   test::check_module_grad([&] { manual_seed(5); return weighted_sum(enc.forward(tokens)); }, enc);
 }
 
-TEST_CASE("models: the same seed builds the same model; state_dict round trip") {
+TEST_CASE("models: the same seed builds the same model, state_dict round trip") {
   Generator g1(10), g2(10), g3(11);
   EncoderModel<float> a(6, 3, tiny_model(true, Positional::Learned), g1);
   EncoderModel<float> b(6, 3, tiny_model(true, Positional::Learned), g2);
