@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/softmax.hpp"
 #include "qkv/tensor/allocator.hpp"
 #include "qkv/tensor/random.hpp"
 
@@ -115,19 +116,14 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
             score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) {
               T* s = S + r * kBk;
-              T m_new = m[r];
-              for (std::size_t c = 0; c < nk; ++c) m_new = std::max(m_new, s[c]);
+              const T m_new = std::max(m[r], row_max(s, nk));
               if (m_new == -kInf) {  // no allowed key so far: this block adds nothing to the row
                 std::fill(s, s + nk, T(0));
                 continue;
               }
               // Online softmax: rescale what was accumulated against the old maximum.
-              const T alpha = std::exp(m[r] - m_new);  // 0 when m[r] was -inf
-              T sum = 0;
-              for (std::size_t c = 0; c < nk; ++c) {
-                s[c] = std::exp(s[c] - m_new);
-                sum += s[c];
-              }
+              const T alpha = std::exp(m[r] - m_new);        // 0 when m[r] was -inf
+              const T sum = row_exp_shift(s, s, nk, m_new);  // vectorised exp (xsimd)
               l[r] = l[r] * alpha + sum;  // the normaliser counts dropped weights too
               m[r] = m_new;
               if (alpha != T(1))
@@ -163,13 +159,12 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
             }
             score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) {
-              const T* s = S + r * kBk;
               T* w = W + r * Tk + k0;
-              const std::uint64_t ctr = drop ? dm.row_counter(b, h, q0 + r) + k0 : 0;
-              for (std::size_t c = 0; c < nk; ++c) {
-                const T p = std::exp(s[c] - L[r]);
-                w[c] = !drop ? p : dm.dropped(ctr + c) ? T(0) : p * keep_scale;
-              }
+              row_exp_shift(w, S + r * kBk, nk, L[r]);
+              if (!drop) continue;
+              const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
+              for (std::size_t c = 0; c < nk; ++c)
+                w[c] = dm.dropped(ctr + c) ? T(0) : w[c] * keep_scale;
             }
           }
         }
@@ -230,10 +225,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
             score_block(P, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D);
-            for (std::size_t r = 0; r < nq; ++r) {
-              T* p = P + r * kBk;
-              for (std::size_t c = 0; c < nk; ++c) p[c] = std::exp(p[c] - L[r]);
-            }
+            for (std::size_t r = 0; r < nq; ++r) row_exp_shift(P + r * kBk, P + r * kBk, nk, L[r]);
             if (dV) {
               const T* Pd = P;
               if (drop) {
