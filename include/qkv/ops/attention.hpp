@@ -13,6 +13,9 @@
 /// **true means "may attend"**. (PyTorch's MultiheadAttention key_padding_mask uses the opposite,
 /// true = ignore; qkv::nn::MultiHeadAttention converts it explicitly.) A query row whose keys are
 /// all masked gives a zero output row and zero gradients, never NaN.
+///
+/// Dropout draws the mask qkv::dropout would draw on the (B, H, Tq, Tk) weights from the same
+/// generator state, so both implementations agree under dropout. See docs/attention.md.
 
 #include <optional>
 
@@ -31,7 +34,8 @@ struct AttentionMask {
 
 /// Which implementation runs. Both give the same results (1e-10 in float64, 1e-5 in float32).
 enum class AttentionImpl {
-  Fused,     ///< one OpenMP kernel, online softmax, O(T) memory without weights (the default)
+  Fused,     ///< one OpenMP kernel, online softmax, O(T) memory without weights (the default);
+             ///< see kernels/attention.hpp
   Composite  ///< engine ops: matmul, scale, mask, softmax, dropout, matmul (the reference)
 };
 
