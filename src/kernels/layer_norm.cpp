@@ -2,11 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace qkv::kernels {
 namespace {
 constexpr std::size_t kParallelMin = 16384;  // elements below which one thread is faster
-constexpr std::size_t kColBlock = 16;        // columns per dgamma/dbeta task: one cache line of float
+constexpr std::size_t kRowChunk = 32;        // rows per dgamma/dbeta partial sum (fixed: determinism)
 }  // namespace
 
 template <class T>
@@ -17,20 +18,22 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, cons
     const T* X = x + std::size_t(r) * C;
     T* Y = y + std::size_t(r) * C;
     // Two passes (mean, then squared deviations): the one-pass E[x^2] - E[x]^2 cancels
-    // catastrophically when |mean| >> std.
-    T s = 0;
+    // catastrophically when |mean| >> std. Sums and centring in double (as PyTorch's CPU
+    // accumulate type): in float, the mean of a row sitting at 1e4 is off by ~ulp(1e4) = 1e-3,
+    // which becomes a 1e-3 error in every normalised value.
+    double s = 0;
 #pragma omp simd reduction(+ : s)
     for (std::size_t j = 0; j < C; ++j) s += X[j];
-    const T m = s / T(C);
-    T v = 0;
+    const double m = s / double(C);
+    double v = 0;
 #pragma omp simd reduction(+ : v)
     for (std::size_t j = 0; j < C; ++j) v += (X[j] - m) * (X[j] - m);
-    const T rs = T(1) / std::sqrt(v / T(C) + eps);
-    mean[r] = m;
-    rstd[r] = rs;
+    const double rs = 1.0 / std::sqrt(v / double(C) + double(eps));
+    mean[r] = T(m);
+    rstd[r] = T(rs);
 #pragma omp simd
     for (std::size_t j = 0; j < C; ++j) {
-      const T h = (X[j] - m) * rs;
+      const T h = T((X[j] - m) * rs);
       Y[j] = (gamma ? h * gamma[j] : h) + (beta ? beta[j] : T(0));
     }
   }
@@ -39,51 +42,65 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, cons
 template <class T>
 void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, const T* mean, const T* rstd,
                          const T* gamma, std::size_t rows, std::size_t C) {
-  const bool parallel = rows * C >= kParallelMin;
-  if (dx) {
-    // In the forward pass y = xhat * gamma + beta with xhat = (x - mean) rstd, and mean and rstd
-    // depend on every x of the row; with g = dy * gamma, the chain rule through both gives
-    // dx = rstd (g - mean(g) - xhat mean(g xhat)).
-#pragma omp parallel for schedule(static) if (parallel)
-    for (long r = 0; r < long(rows); ++r) {
-      const std::size_t off = std::size_t(r) * C;
-      const T *X = x + off, *G = dy + off;
+  // dgamma and dbeta sum over every row. Each fixed chunk of kRowChunk rows writes its own partial
+  // sums (row-major, streaming), then the partials are added chunk by chunk in order: the same
+  // sums in the same order for any thread count. (Splitting by columns instead, each thread
+  // walking all rows for its columns, was also deterministic but 13x slower: strided access.)
+  const bool params = dgamma || dbeta;
+  const std::size_t chunks = (rows + kRowChunk - 1) / kRowChunk;
+  std::vector<double> partial(params ? chunks * 2 * C : 0);
+#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
+  for (long k = 0; k < long(chunks); ++k) {
+    double* pg = params ? partial.data() + std::size_t(k) * 2 * C : nullptr;
+    double* pb = params ? pg + C : nullptr;
+    if (params) std::fill(pg, pg + 2 * C, 0.0);
+    const std::size_t r1 = std::min(rows, (std::size_t(k) + 1) * kRowChunk);
+    for (std::size_t r = std::size_t(k) * kRowChunk; r < r1; ++r) {
+      const T *X = x + r * C, *G = dy + r * C;
       const T m = mean[r], rs = rstd[r];
-      T sg = 0, sgh = 0;
+      // In the forward pass y = xhat * gamma + beta with xhat = (x - mean) rstd, and mean and
+      // rstd depend on every x of the row; with g = dy * gamma, the chain rule through both gives
+      // dx = rstd (g - mean(g) - xhat mean(g xhat)). One pass gathers the row sums (and the
+      // partial dgamma/dbeta), the next writes dx.
+      double sg = 0, sgh = 0;
+      if (params) {
 #pragma omp simd reduction(+ : sg, sgh)
-      for (std::size_t j = 0; j < C; ++j) {
-        const T g = gamma ? G[j] * gamma[j] : G[j];
-        sg += g;
-        sgh += g * (X[j] - m) * rs;
+        for (std::size_t j = 0; j < C; ++j) {
+          const T h = (X[j] - m) * rs;
+          const T g = gamma ? G[j] * gamma[j] : G[j];
+          pg[j] += double(G[j] * h);
+          pb[j] += double(G[j]);
+          sg += g;
+          sgh += g * h;
+        }
+      } else {
+#pragma omp simd reduction(+ : sg, sgh)
+        for (std::size_t j = 0; j < C; ++j) {
+          const T g = gamma ? G[j] * gamma[j] : G[j];
+          sg += g;
+          sgh += g * ((X[j] - m) * rs);
+        }
       }
-      sg /= T(C);
-      sgh /= T(C);
-      T* D = dx + off;
+      if (!dx) continue;
+      const T mg = T(sg / double(C)), mgh = T(sgh / double(C));
+      T* D = dx + r * C;
 #pragma omp simd
       for (std::size_t j = 0; j < C; ++j) {
         const T g = gamma ? G[j] * gamma[j] : G[j];
-        D[j] = rs * (g - sg - (X[j] - m) * rs * sgh);
+        D[j] = rs * (g - mg - ((X[j] - m) * rs) * mgh);
       }
     }
   }
-  if (dgamma || dbeta) {
-    // Column blocks are the unit of work: each is summed over all rows, in row order, by one thread.
-    const long blocks = long((C + kColBlock - 1) / kColBlock);
-#pragma omp parallel for schedule(static) if (parallel)
-    for (long b = 0; b < blocks; ++b) {
-      const std::size_t j0 = std::size_t(b) * kColBlock, j1 = std::min(C, j0 + kColBlock);
-      T sg[kColBlock] = {}, sb[kColBlock] = {};
-      for (std::size_t r = 0; r < rows; ++r) {
-        const T *X = x + r * C, *G = dy + r * C;
-        const T m = mean[r], rs = rstd[r];
-        for (std::size_t j = j0; j < j1; ++j) {
-          sg[j - j0] += G[j] * (X[j] - m) * rs;
-          sb[j - j0] += G[j];
-        }
-      }
-      if (dgamma) std::copy(sg, sg + (j1 - j0), dgamma + j0);
-      if (dbeta) std::copy(sb, sb + (j1 - j0), dbeta + j0);
+  if (!params) return;
+#pragma omp parallel for schedule(static) if (chunks * C >= kParallelMin)
+  for (long j = 0; j < long(C); ++j) {
+    double sg = 0, sb = 0;
+    for (std::size_t k = 0; k < chunks; ++k) {
+      sg += partial[k * 2 * C + std::size_t(j)];
+      sb += partial[k * 2 * C + C + std::size_t(j)];
     }
+    if (dgamma) dgamma[j] = T(sg);
+    if (dbeta) dbeta[j] = T(sb);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "qkv/ops/embedding.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace qkv {
 namespace {
@@ -14,8 +15,6 @@ std::string position_str(const IndexArray::shape_type& shape, std::size_t flat) 
   }
   return shape_str(Shape(idx.begin(), idx.end()));
 }
-
-constexpr std::size_t kColBlock = 16;  // weight-gradient columns per task
 
 }  // namespace
 
@@ -40,22 +39,27 @@ Variable<T> embedding(const Variable<T>& weight, const IndexArray& ids) {
 
   return record_op<T>("embedding", std::move(out), needs_grad(weight), [weight, ids, V, C](const Array<T>& gy) {
     // out[i] = weight[id_i], so dweight[v] = sum of dout[i] over the positions i with id_i = v.
-    // Several positions may share an id, so threads split the columns, not the positions: each
-    // thread adds every position, in order, into its own columns -- the same sums in the same order
-    // for any thread count.
-    Array<T> gw = zeros<T>({V, C});
+    // Several positions may share an id, so threads split the ids, not the positions: a stable
+    // counting sort groups the positions by id (in position order), then each weight row is
+    // summed by one thread, in position order -- the same sums for any thread count.
     const Index* id = ids.data();
     const std::size_t n = ids.size();
+    std::vector<std::size_t> start(V + 1, 0), order(n);
+    for (std::size_t i = 0; i < n; ++i) ++start[std::size_t(id[i]) + 1];
+    for (std::size_t v = 0; v < V; ++v) start[v + 1] += start[v];
+    std::vector<std::size_t> next(start.begin(), start.end() - 1);
+    for (std::size_t i = 0; i < n; ++i) order[next[std::size_t(id[i])]++] = i;
+
+    Array<T> gw = zeros<T>({V, C});
     const T* G = gy.data();
     T* GW = gw.data();
-    const long blocks = long((C + kColBlock - 1) / kColBlock);
-#pragma omp parallel for schedule(static) if (n * C >= 32768)
-    for (long b = 0; b < blocks; ++b) {
-      const std::size_t j0 = std::size_t(b) * kColBlock, j1 = std::min(C, j0 + kColBlock);
-      for (std::size_t i = 0; i < n; ++i) {
-        T* dst = GW + std::size_t(id[i]) * C;
-        const T* src = G + i * C;
-        for (std::size_t j = j0; j < j1; ++j) dst[j] += src[j];
+#pragma omp parallel for schedule(dynamic, 16) if (n * C >= 32768)
+    for (long v = 0; v < long(V); ++v) {
+      T* dst = GW + std::size_t(v) * C;
+      for (std::size_t k = start[std::size_t(v)]; k < start[std::size_t(v) + 1]; ++k) {
+        const T* src = G + order[k] * C;
+#pragma omp simd
+        for (std::size_t j = 0; j < C; ++j) dst[j] += src[j];
       }
     }
     weight.accumulate_grad(std::move(gw), "embedding");

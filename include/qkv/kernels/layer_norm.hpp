@@ -3,8 +3,8 @@
 /// Layer normalisation kernels over the last dimension: x and y are (rows, C), contiguous.
 ///   mean = sum_j x_j / C,  var = sum_j (x_j - mean)^2 / C (biased),  rstd = 1 / sqrt(var + eps)
 ///   xhat = (x - mean) * rstd,  y = xhat * gamma + beta
-/// Rows run in parallel; dgamma/dbeta are reduced over rows in row order by the thread that owns
-/// each column, so every result is bitwise identical for any thread count.
+/// Rows run in parallel; dgamma/dbeta are summed per fixed chunk of rows, then the chunks in
+/// order, so every result is bitwise identical for any thread count.
 
 #include <cstddef>
 
