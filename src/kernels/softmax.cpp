@@ -31,6 +31,26 @@ void for_strided_blocks(std::size_t outer, std::size_t n, std::size_t inner, F&&
   }
 }
 
+// One strided block (w <= kBlock columns of an (n, inner) slice starting at X): column maxima m
+// and sums s of exp(x - m). A fully -inf column gets m = 0, so its exps are exp(-inf) = 0 (not
+// exp(-inf - -inf) = NaN) and s = 0. The exps of row k are left at E + k * e_stride (stride 0:
+// one scratch row, overwritten).
+template <class T>
+void block_max_sum_exp(const T* X, std::size_t n, std::size_t inner, std::size_t w, T* m, T* s, T* E,
+                       std::size_t e_stride) {
+  std::fill(m, m + w, ninf<T>);
+  std::fill(s, s + w, T(0));
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t j = 0; j < w; ++j) m[j] = std::max(m[j], X[k * inner + j]);
+  for (std::size_t j = 0; j < w; ++j) m[j] = m[j] == ninf<T> ? T(0) : m[j];
+  for (std::size_t k = 0; k < n; ++k) {
+    T* ek = E + k * e_stride;
+    for (std::size_t j = 0; j < w; ++j) ek[j] = X[k * inner + j] - m[j];
+    row_exp_shift(ek, ek, w, T(0));
+    for (std::size_t j = 0; j < w; ++j) s[j] += ek[j];
+  }
+}
+
 template <class T>
 void row_softmax(T* y, const T* x, std::size_t n) {
   const T m = row_max(x, n);
@@ -113,18 +133,7 @@ void softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::si
     const T* X = x + o * n * inner + j0;
     T* Y = y + o * n * inner + j0;
     T m[kBlock], s[kBlock];
-    std::fill(m, m + w, ninf<T>);
-    std::fill(s, s + w, T(0));
-    for (std::size_t k = 0; k < n; ++k)
-      for (std::size_t j = 0; j < w; ++j) m[j] = std::max(m[j], X[k * inner + j]);
-    // A fully -inf column shifts by 0 instead: its exps are exp(-inf) = 0, not NaN.
-    for (std::size_t j = 0; j < w; ++j) m[j] = m[j] == ninf<T> ? T(0) : m[j];
-    for (std::size_t k = 0; k < n; ++k) {
-      T* yk = Y + k * inner;
-      for (std::size_t j = 0; j < w; ++j) yk[j] = X[k * inner + j] - m[j];
-      row_exp_shift(yk, yk, w, T(0));
-      for (std::size_t j = 0; j < w; ++j) s[j] += yk[j];
-    }
+    block_max_sum_exp(X, n, inner, w, m, s, Y, inner);  // the exps go straight to y
     for (std::size_t j = 0; j < w; ++j) s[j] = s[j] > 0 ? T(1) / s[j] : T(0);
     for (std::size_t k = 0; k < n; ++k)
       for (std::size_t j = 0; j < w; ++j) Y[k * inner + j] *= s[j];
@@ -142,18 +151,8 @@ void log_softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std
   for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
     const T* X = x + o * n * inner + j0;
     T* Y = y + o * n * inner + j0;
-    T m[kBlock], s[kBlock];
-    alignas(64) T e[kBlock];
-    std::fill(m, m + w, ninf<T>);
-    std::fill(s, s + w, T(0));
-    for (std::size_t k = 0; k < n; ++k)
-      for (std::size_t j = 0; j < w; ++j) m[j] = std::max(m[j], X[k * inner + j]);
-    for (std::size_t j = 0; j < w; ++j) m[j] = m[j] == ninf<T> ? T(0) : m[j];
-    for (std::size_t k = 0; k < n; ++k) {
-      for (std::size_t j = 0; j < w; ++j) e[j] = X[k * inner + j] - m[j];
-      row_exp_shift(e, e, w, T(0));
-      for (std::size_t j = 0; j < w; ++j) s[j] += e[j];
-    }
+    T m[kBlock], s[kBlock], e[kBlock];
+    block_max_sum_exp(X, n, inner, w, m, s, e, 0);
     // A fully -inf column (s = 0) subtracts +inf: -inf - inf = -inf, not NaN.
     for (std::size_t j = 0; j < w; ++j) s[j] = s[j] > 0 ? std::log(s[j]) : -ninf<T>;
     for (std::size_t k = 0; k < n; ++k)
