@@ -1,0 +1,39 @@
+#pragma once
+/// @file
+/// The model a run trains, whatever its architecture: the trainer sees logits and predictions.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "qkv/config/config.hpp"
+#include "qkv/data/tasks.hpp"
+#include "qkv/nn/multi_head_attention.hpp"
+#include "qkv/nn/transformer.hpp"
+
+namespace qkv::train {
+
+class TaskModel {
+ public:
+  virtual ~TaskModel() = default;
+  virtual nn::Module<float>& module() = 0;
+  /// Logits (B, T, classes) for the batch's targets (teacher forcing for seq2seq).
+  virtual Variable<float> logits(const data::Batch& batch) = 0;
+  /// Predicted class at every target position (B, T) given the batch's teacher-forced logits:
+  /// their argmax for the encoder; greedy decoding (one token at a time, fed back; the logits are
+  /// not used) for the encoder-decoder.
+  virtual IndexArray predict(const data::Batch& batch, const Array<float>& logits) = 0;
+  /// Every attention layer with its dotted name ("blocks.0.attn").
+  virtual std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() = 0;
+};
+
+/// Transformer options from the model section of a config.
+nn::TransformerOptions transformer_options(const config::ModelConfig& model);
+/// The model a config describes, for the task's vocabulary; initialised from `gen`.
+std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Task& task, Generator& gen);
+
+/// Row-wise argmax over the last axis: (B, T, V) -> (B, T).
+IndexArray argmax_last(const Array<float>& logits);
+
+}  // namespace qkv::train

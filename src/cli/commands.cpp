@@ -1,0 +1,232 @@
+// The qkv subcommands. Errors become a message on stderr and an exit status (see commands.hpp).
+#include "commands.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "qkv/config/config.hpp"
+#include "qkv/dist/comm.hpp"
+#include "qkv/io/checkpoint.hpp"
+#include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/train/layer_checks.hpp"
+#include "qkv/train/sweep.hpp"
+#include "qkv/train/trainer.hpp"
+#include "qkv/version.hpp"
+
+namespace qkv::cli {
+namespace fs = std::filesystem;
+namespace {
+
+// Run a command, mapping exceptions to exit statuses: config and argument errors 2, others 1.
+template <class F>
+int guarded(F&& body) {
+  try {
+    return body();
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 2;
+  } catch (const io::IoError& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 1;
+  } catch (const ValueError& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv: error: %s\n", e.what());
+    return 1;
+  }
+}
+
+// A trained model rebuilt from a checkpoint: its config, task, held-out set and weights.
+struct Loaded {
+  config::Config cfg;
+  std::shared_ptr<data::Task> task;
+  std::unique_ptr<data::Dataset> data;
+  std::unique_ptr<train::TaskModel> model;
+};
+
+Loaded load(const std::string& path, const std::vector<std::string>& overrides) {
+  for (auto& o : overrides)
+    if (o.rfind("task.", 0) != 0)
+      throw config::ConfigError("--set", 0, o, "only task.* keys can be changed when evaluating a checkpoint");
+  io::Checkpoint c = io::load_checkpoint(path);
+  Loaded l;
+  l.cfg = config::parse_config(c.config_yaml, path + ":/config", overrides);
+  data::TaskOptions t{l.cfg.task.name, l.cfg.task.vocab, l.cfg.task.length, l.cfg.task.pairs, l.cfg.task.queries};
+  l.task = data::make_task(t);
+  l.data = std::make_unique<data::Dataset>(l.task, l.cfg.seed, l.cfg.task.eval_size, 0);
+  Generator gen(0);
+  l.model = train::make_model(l.cfg, *l.task, gen);
+  io::check_compatible(l.model->module().state_dict(), c.model, path);
+  l.model->module().load_state_dict(c.model);
+  l.model->module().eval();
+  return l;
+}
+
+std::string percent(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f%%", 100 * x);
+  return b;
+}
+
+}  // namespace
+
+int train(const TrainArgs& a) {
+  return guarded([&] {
+    auto overrides = a.overrides;
+    if (!a.out.empty()) overrides.push_back("run.out=" + a.out);
+    config::Config cfg = config::load_config(a.config, overrides);
+    dist::Comm& comm = dist::world();
+    train::RunOptions o;
+    o.resume = a.resume;
+    o.threads = a.threads;
+    o.progress = !a.quiet;
+    o.stop_after = a.stop_after;
+    train::RunResult r = train::run_training(cfg, o, comm);
+    if (comm.is_root() && r.exit_code != 3) {
+      const std::string dir = r.run_dir;
+      std::printf("%s after %lld steps (%.1f s): held-out token accuracy %s, sequence accuracy %s (best %s)\n",
+                  r.stop_reason == "target" ? "reached the target" : r.stop_reason == "steps" ? "done" : r.stop_reason.c_str(),
+                  (long long)r.step, r.wall_seconds, percent(r.last.token_accuracy).c_str(),
+                  percent(r.last.sequence_accuracy).c_str(), percent(r.best.token_accuracy).c_str());
+      std::printf("run directory: %s\n  checkpoints: %s/last.h5, %s/best.h5\n  metrics:     %s/metrics.csv\n", dir.c_str(),
+                  dir.c_str(), dir.c_str(), dir.c_str());
+      std::printf("look inside:\n  qkv inspect %s/best.h5\n  qkv eval %s/best.h5\n  qkv attention %s/best.h5 --example 0\n",
+                  dir.c_str(), dir.c_str(), dir.c_str());
+    }
+    return r.exit_code;
+  });
+}
+
+int eval(const std::string& path, const std::vector<std::string>& overrides, int threads) {
+  return guarded([&] {
+    if (threads > 0) set_num_threads(threads);
+    Loaded l = load(path, overrides);
+    train::EvalMetrics m = train::evaluate(*l.model, l.data->eval_set(), 256);
+    std::printf("%s: %s, %zu held-out examples\n", path.c_str(), l.task->name().c_str(), l.cfg.task.eval_size);
+    std::printf("  loss               %.6f\n  token accuracy     %s\n  sequence accuracy  %s\n", m.loss,
+                percent(m.token_accuracy).c_str(), percent(m.sequence_accuracy).c_str());
+    return 0;
+  });
+}
+
+int inspect(const std::string& path) {
+  return guarded([&] {
+    std::cout << io::inspect(path);
+    return 0;
+  });
+}
+
+int attention(const std::string& path, std::size_t example, const std::string& out_arg) {
+  return guarded([&] {
+    Loaded l = load(path, {});
+    const data::Batch& eval = l.data->eval_set();
+    const std::size_t N = eval.inputs.shape()[0];
+    if (example >= N)
+      throw ValueError("--example " + std::to_string(example) + ": the held-out set has " + std::to_string(N) +
+                       " examples (0.." + std::to_string(N - 1) + ")");
+    auto row = [&](const IndexArray& a) {
+      IndexArray r = IndexArray::from_shape({1, a.shape()[1]});
+      std::copy(a.data() + example * a.shape()[1], a.data() + (example + 1) * a.shape()[1], r.data());
+      return r;
+    };
+    data::Batch b{row(eval.inputs), row(eval.targets), eval.decoder_inputs.size() ? row(eval.decoder_inputs) : IndexArray()};
+    auto layers = l.model->attention_layers();
+    for (auto& [name, layer] : layers) layer->set_capture_weights(true);
+    {
+      NoGradGuard no_grad;
+      l.model->logits(b);
+    }
+    const std::string out = out_arg.empty() ? (fs::path(path).parent_path() / ("attention_" + std::to_string(example) + ".csv")).string() : out_arg;
+    std::ofstream csv(out);
+    if (!csv) throw io::IoError("cannot write " + out);
+    csv << "layer,head,query,key,query_token,key_token,weight\n";
+    auto tokens_of = [&](const std::string& name, bool query, std::size_t n) -> const IndexArray& {
+      // Decoder layers attend from the decoder inputs; cross-attention reads the source.
+      const bool decoder = name.find("dec") != std::string::npos;
+      const bool cross = name.find("cross") != std::string::npos;
+      if (decoder && (query || !cross) && b.decoder_inputs.size() && b.decoder_inputs.shape()[1] == n) return b.decoder_inputs;
+      return b.inputs;
+    };
+    std::printf("held-out example %zu of %s: input", example, l.task->name().c_str());
+    for (std::size_t t = 0; t < b.inputs.shape()[1]; ++t) std::printf(" %lld", (long long)b.inputs(0, t));
+    std::printf("\n");
+    for (auto& [name, layer] : layers) {
+      Array<float> w = layer->captured_weights();  // (1, H, Tq, Tk)
+      layer->set_capture_weights(false);
+      const std::size_t H = w.shape()[1], Tq = w.shape()[2], Tk = w.shape()[3];
+      const IndexArray& qt = tokens_of(name, true, Tq);
+      const IndexArray& kt = tokens_of(name, false, Tk);
+      std::printf("\n%s: %zu heads, %zu queries x %zu keys; per query: the key it attends most (weight)\n", name.c_str(), H, Tq, Tk);
+      std::printf("%8s", "query");
+      for (std::size_t h = 0; h < H; ++h) std::printf("  %-14s", ("head " + std::to_string(h)).c_str());
+      std::printf("\n");
+      for (std::size_t i = 0; i < Tq; ++i) {
+        std::printf("%3zu:%-4lld", i, (long long)qt(0, i));
+        for (std::size_t h = 0; h < H; ++h) {
+          const float* p = &w(0, h, i, 0);
+          const std::size_t j = std::size_t(std::max_element(p, p + Tk) - p);
+          char cell[40];
+          std::snprintf(cell, sizeof cell, "k%zu:%lld (%.2f)", j, (long long)kt(0, j), p[j]);
+          std::printf("  %-14s", cell);
+          for (std::size_t k = 0; k < Tk; ++k)
+            csv << name << ',' << h << ',' << i << ',' << k << ',' << qt(0, i) << ',' << kt(0, k) << ',' << p[k] << '\n';
+        }
+        std::printf("\n");
+      }
+    }
+    std::printf("\nwrote %s\n", out.c_str());
+    return 0;
+  });
+}
+
+int gradcheck() {
+  return guarded([&] {
+    auto results = train::run_layer_gradchecks();
+    std::printf("%-34s %14s %14s  %s\n", "layer (float64)", "worst error", "of tolerance", "pass");
+    bool all = true;
+    for (auto& r : results) {
+      std::printf("%-34s %14.3e %14.3f  %s\n", r.name.c_str(), r.worst_error, r.worst_ratio, r.ok ? "yes" : "NO");
+      all = all && r.ok;
+    }
+    std::printf("%s: %zu layers checked (eps 1e-6, atol 1e-5, rtol 1e-3)\n", all ? "all passed" : "FAILED", results.size());
+    return all ? 0 : 1;
+  });
+}
+
+int sweep(const SweepArgs& a) {
+  return guarded([&] {
+    train::SweepPlan plan = train::load_sweep(a.file, a.overrides);
+    if (a.dry_run) {
+      for (auto& r : plan.runs) std::printf("%s\n", r.name.c_str());
+      std::printf("%zu runs from %s into %s\n", plan.runs.size(), plan.base.c_str(), (a.out.empty() ? plan.out : a.out).c_str());
+      return 0;
+    }
+    train::SweepOptions o;
+    o.executable = fs::read_symlink("/proc/self/exe").string();
+    o.out = a.out;
+    o.jobs = a.jobs;
+    o.threads = a.threads;
+    dist::Comm& comm = dist::world();
+    const int failed = train::run_sweep(plan, o, comm);
+    if (comm.is_root())
+      std::printf("sweep: %zu runs; results in %s/results.csv\n", plan.runs.size(), (a.out.empty() ? plan.out : a.out).c_str());
+    return failed ? 1 : 0;
+  });
+}
+
+int info() {
+  std::printf("qkv %s\nBLAS: %s\nthreads: %d\nMPI: %s\n", QKV_VERSION, kernels::blas_info().c_str(), num_threads(),
+#ifdef QKV_HAVE_MPI
+              "built in"
+#else
+              "not built"
+#endif
+  );
+  return 0;
+}
+
+}  // namespace qkv::cli

@@ -1,0 +1,53 @@
+#include "qkv/train/diagnostics.hpp"
+
+#include <cmath>
+#include <limits>
+
+namespace qkv::train {
+
+AttentionStats attention_stats(const Array<float>& w) {
+  const std::size_t Tk = w.shape().back(), rows = w.size() / Tk;
+  double entropy = 0, max_weight = 0;
+  std::size_t counted = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* p = w.data() + r * Tk;
+    double h = 0, mx = 0, total = 0;
+    for (std::size_t j = 0; j < Tk; ++j) {
+      total += p[j];
+      if (p[j] > 0) h -= p[j] * std::log(double(p[j]));
+      mx = std::max(mx, double(p[j]));
+    }
+    if (total <= 0) continue;  // fully masked row
+    entropy += h;
+    max_weight += mx;
+    ++counted;
+  }
+  if (counted == 0) return {};
+  return {entropy / counted, max_weight / counted};
+}
+
+double head_redundancy(const Array<float>& w) {
+  const std::size_t B = w.shape()[0], H = w.shape()[1], n = w.size() / (B * H);
+  if (H < 2) return std::numeric_limits<double>::quiet_NaN();
+  double total = 0;
+  std::size_t pairs = 0;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t h1 = 0; h1 < H; ++h1)
+      for (std::size_t h2 = h1 + 1; h2 < H; ++h2) {
+        const float* x = w.data() + (b * H + h1) * n;
+        const float* y = w.data() + (b * H + h2) * n;
+        double xy = 0, xx = 0, yy = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          xy += double(x[i]) * y[i];
+          xx += double(x[i]) * x[i];
+          yy += double(y[i]) * y[i];
+        }
+        if (xx > 0 && yy > 0) {
+          total += xy / std::sqrt(xx * yy);
+          ++pairs;
+        }
+      }
+  return pairs ? total / pairs : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace qkv::train

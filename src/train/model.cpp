@@ -1,0 +1,111 @@
+#include "qkv/train/model.hpp"
+
+#include "qkv/autograd/tape.hpp"
+#include "qkv/ops/attention.hpp"
+
+namespace qkv::train {
+
+nn::TransformerOptions transformer_options(const config::ModelConfig& m) {
+  nn::TransformerOptions o;
+  o.d_model = m.d_model;
+  o.heads = m.heads;
+  o.head_dim = m.head_dim;
+  o.layers = m.layers;
+  o.d_ff = m.d_ff;
+  o.dropout = m.dropout;
+  o.attn_dropout = m.attn_dropout;
+  o.activation = m.activation == "relu" ? nn::Activation::ReLU : nn::Activation::GELU;
+  o.norm_first = m.norm_first;
+  o.positional = m.positional == "learned" ? nn::Positional::Learned : nn::Positional::Sinusoidal;
+  o.impl = m.attention == "composite" ? AttentionImpl::Composite : AttentionImpl::Fused;
+  if (m.scale > 0) o.scale = m.scale;
+  return o;
+}
+
+IndexArray argmax_last(const Array<float>& logits) {
+  const std::size_t V = logits.shape().back(), rows = logits.size() / V;
+  Shape s(logits.shape().begin(), logits.shape().end() - 1);
+  IndexArray out = IndexArray::from_shape(s);
+  const float* p = logits.data();
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* row = p + r * V;
+    out.data()[r] = Index(std::max_element(row, row + V) - row);
+  }
+  return out;
+}
+
+namespace {
+
+class EncoderTaskModel : public TaskModel {
+ public:
+  EncoderTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) {
+    auto o = transformer_options(cfg.model);
+    o.max_len = std::max<std::size_t>(o.max_len, task.examples(0, 0, 1).inputs.shape()[1]);
+    model_ = std::make_unique<nn::EncoderModel<float>>(task.input_vocab(), task.num_classes(), o, gen);
+  }
+  nn::Module<float>& module() override { return *model_; }
+  Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs); }
+  IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
+  std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() override {
+    return model_->attention_layers();
+  }
+
+ private:
+  std::unique_ptr<nn::EncoderModel<float>> model_;
+};
+
+class Seq2SeqTaskModel : public TaskModel {
+ public:
+  Seq2SeqTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) : bos_(task.bos()) {
+    auto o = transformer_options(cfg.model);
+    auto b = task.examples(0, 0, 1);
+    o.max_len = std::max({o.max_len, b.inputs.shape()[1], b.targets.shape()[1]});
+    model_ = std::make_unique<nn::Seq2SeqModel<float>>(task.input_vocab(), task.target_vocab(), o, gen);
+  }
+  nn::Module<float>& module() override { return *model_; }
+  Variable<float> logits(const data::Batch& b) override {
+    return model_->forward(b.inputs, b.decoder_inputs);
+  }
+  IndexArray predict(const data::Batch& b, const Array<float>&) override {
+    // Greedy decoding: feed BOS, take the argmax at the last position, append, repeat.
+    const std::size_t B = b.targets.shape()[0], T = b.targets.shape()[1];
+    Variable<float> memory = model_->encode(b.inputs);
+    IndexArray out = IndexArray::from_shape({B, T});
+    for (std::size_t t = 0; t < T; ++t) {
+      IndexArray tgt_in = IndexArray::from_shape({B, t + 1});
+      for (std::size_t i = 0; i < B; ++i) {
+        tgt_in(i, 0) = bos_;
+        for (std::size_t j = 0; j < t; ++j) tgt_in(i, j + 1) = out(i, j);
+      }
+      Array<float> logits = model_->decode(memory, tgt_in).value();
+      const std::size_t V = logits.shape()[2];
+      for (std::size_t i = 0; i < B; ++i) {
+        const float* row = logits.data() + (i * (t + 1) + t) * V;
+        out(i, t) = Index(std::max_element(row, row + V) - row);
+      }
+    }
+    return out;
+  }
+  std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() override {
+    return model_->attention_layers();
+  }
+
+ private:
+  Index bos_;
+  std::unique_ptr<nn::Seq2SeqModel<float>> model_;
+};
+
+}  // namespace
+
+std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Task& task, Generator& gen) {
+  if (task.seq2seq()) {
+    if (cfg.model.arch != "encoder_decoder")
+      throw ValueError("model.arch: task '" + task.name() + "' is sequence-to-sequence and needs arch encoder_decoder, found '" + cfg.model.arch + "'");
+    return std::make_unique<Seq2SeqTaskModel>(cfg, task, gen);
+  }
+  if (cfg.model.arch != "encoder")
+    throw ValueError("model.arch: task '" + task.name() + "' labels positions and needs arch encoder, found '" + cfg.model.arch + "'");
+  return std::make_unique<EncoderTaskModel>(cfg, task, gen);
+}
+
+}  // namespace qkv::train

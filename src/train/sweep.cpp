@@ -1,0 +1,285 @@
+#include "qkv/train/sweep.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <yaml-cpp/yaml.h>
+
+#include "qkv/config/config.hpp"
+#include "qkv/tensor/random.hpp"
+
+extern char** environ;
+
+namespace qkv::train {
+namespace fs = std::filesystem;
+namespace {
+
+config::ConfigError sweep_error(const std::string& file, const YAML::Node& node, const std::string& key,
+                                const std::string& message) {
+  return config::ConfigError(file, node.IsDefined() ? node.Mark().line + 1 : 0, key, message);
+}
+
+// "model.heads" -> "heads": short names for run directories, unless two keys would collide.
+std::vector<std::string> short_names(const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  for (auto& k : keys) out.push_back(k.substr(k.rfind('.') + 1));
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = 0; j < out.size(); ++j)
+      if (i != j && out[i] == out[j]) {
+        out = keys;
+        return out;
+      }
+  return out;
+}
+
+std::string dir_safe(std::string s) {
+  for (char& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '=' || c == '_')) c = '-';
+  return s;
+}
+
+std::vector<std::string> read_csv_row(const std::string& path, std::vector<std::string>& header) {
+  std::ifstream f(path);
+  std::string h, r;
+  if (!std::getline(f, h) || !std::getline(f, r)) return {};
+  auto split = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) out.push_back(cell);
+    return out;
+  };
+  header = split(h);
+  return split(r);
+}
+
+bool finished(const std::string& dir) { return fs::exists(fs::path(dir) / "result.csv"); }
+
+}  // namespace
+
+SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw config::ConfigError(path, 0, "", "cannot read the sweep file");
+  } catch (const YAML::Exception& e) {
+    throw config::ConfigError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) throw config::ConfigError(path, 1, "", "a sweep file is a mapping with base, set, grid, seeds, out");
+  SweepPlan plan;
+  plan.file = path;
+  for (auto kv : root) {
+    const std::string key = kv.first.as<std::string>();
+    if (key != "base" && key != "set" && key != "grid" && key != "seeds" && key != "out")
+      throw sweep_error(path, kv.first, key, "unknown key; expected one of base, set, grid, seeds, out");
+  }
+  if (!root["base"] || !root["base"].IsScalar())
+    throw sweep_error(path, root, "base", "missing: the config file every run starts from");
+  plan.base = (fs::path(path).parent_path() / root["base"].as<std::string>()).lexically_normal().string();
+  plan.out = root["out"] ? root["out"].as<std::string>() : "sweeps/" + fs::path(path).stem().string();
+
+  std::vector<std::string> common;
+  if (auto set = root["set"]) {
+    if (!set.IsMap()) throw sweep_error(path, set, "set", "expected a mapping of section.key: value");
+    for (auto kv : set) common.push_back(kv.first.as<std::string>() + "=" + kv.second.as<std::string>());
+  }
+  common.insert(common.end(), extra.begin(), extra.end());
+
+  std::vector<std::vector<std::string>> values;
+  if (auto grid = root["grid"]) {
+    if (!grid.IsMap()) throw sweep_error(path, grid, "grid", "expected a mapping of section.key: [values]");
+    for (auto kv : grid) {
+      const std::string key = kv.first.as<std::string>();
+      if (!kv.second.IsSequence() || kv.second.size() == 0)
+        throw sweep_error(path, kv.second, "grid." + key, "expected a non-empty list of values");
+      plan.grid_keys.push_back(key);
+      std::vector<std::string> v;
+      for (auto x : kv.second) v.push_back(x.as<std::string>());
+      values.push_back(v);
+    }
+  }
+  std::vector<std::string> seeds = {"1", "2", "3"};
+  if (auto s = root["seeds"]) {
+    if (!s.IsSequence() || s.size() == 0) throw sweep_error(path, s, "seeds", "expected a non-empty list of seeds");
+    seeds.clear();
+    for (auto x : s) {
+      try {
+        seeds.push_back(std::to_string(x.as<std::uint64_t>()));
+      } catch (const YAML::Exception&) {
+        throw sweep_error(path, x, "seeds", "expected non-negative integers, found '" + x.as<std::string>() + "'");
+      }
+    }
+  }
+
+  // Every combination of the grid, in order (the last key varies fastest), times every seed.
+  const auto names = short_names(plan.grid_keys);
+  std::vector<std::size_t> idx(values.size(), 0);
+  while (true) {
+    for (auto& seed : seeds) {
+      SweepRun run;
+      std::string name;
+      for (std::size_t k = 0; k < values.size(); ++k) {
+        run.settings.push_back(plan.grid_keys[k] + "=" + values[k][idx[k]]);
+        name += names[k] + "=" + values[k][idx[k]] + "_";
+      }
+      run.settings.push_back("seed=" + seed);
+      run.name = dir_safe(name + "seed=" + seed);
+      run.overrides = common;
+      run.overrides.insert(run.overrides.end(), run.settings.begin(), run.settings.end());
+      config::load_config(plan.base, run.overrides);  // validate before anything runs
+      plan.runs.push_back(std::move(run));
+    }
+    std::size_t k = values.size();
+    while (k > 0 && ++idx[k - 1] == values[k - 1].size()) idx[--k] = 0;
+    if (k == 0) break;
+  }
+  return plan;
+}
+
+void write_sweep_results(const SweepPlan& plan, const std::string& out) {
+  const std::string tmp = (fs::path(out) / "results.csv.tmp").string();
+  std::ofstream f(tmp);
+  std::vector<std::string> result_header;
+  bool header_written = false;
+  for (auto& run : plan.runs) {
+    const fs::path dir = fs::path(out) / "runs" / run.name;
+    std::vector<std::string> header;
+    auto row = read_csv_row((dir / "result.csv").string(), header);
+    if (!header_written && !row.empty()) {
+      result_header = header;
+      f << "run";
+      for (auto& k : plan.grid_keys) f << ',' << k;
+      f << ",seed";
+      for (auto& h : header) f << ',' << h;
+      f << '\n';
+      header_written = true;
+    }
+  }
+  if (!header_written) {
+    f << "run";
+    for (auto& k : plan.grid_keys) f << ',' << k;
+    f << ",seed,status\n";
+  }
+  for (auto& run : plan.runs) {
+    const fs::path dir = fs::path(out) / "runs" / run.name;
+    std::vector<std::string> header;
+    auto row = read_csv_row((dir / "result.csv").string(), header);
+    f << run.name;
+    for (auto& s : run.settings) f << ',' << s.substr(s.find('=') + 1);
+    if (row.empty()) {
+      f << (fs::exists(dir / "failed") ? ",failed" : ",not run");
+      for (std::size_t i = 1; i < result_header.size(); ++i) f << ",nan";
+    } else {
+      for (auto& cell : row) f << ',' << cell;
+    }
+    f << '\n';
+  }
+  f.close();
+  fs::rename(tmp, fs::path(out) / "results.csv");
+}
+
+int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) {
+  const std::string out = opt.out.empty() ? plan.out : opt.out;
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = opt.threads > 0 ? opt.threads : std::max(1, cores / std::max(1, opt.jobs));
+
+  // A session id shared by every rank: claims of earlier (interrupted) sessions do not count.
+  std::string session = std::to_string(hash64(std::uint64_t(::getpid()),
+                                              std::uint64_t(std::chrono::system_clock::now().time_since_epoch().count())));
+  comm.broadcast(session);
+  if (comm.is_root()) fs::create_directories(fs::path(out) / "runs");
+  comm.barrier();
+
+  auto claim = [&]() -> const SweepRun* {
+    for (auto& run : plan.runs) {
+      const fs::path dir = fs::path(out) / "runs" / run.name;
+      if (finished(dir.string())) continue;
+      fs::create_directories(dir);
+      const std::string token = (dir / (".claim-" + session)).string();
+      const int fd = ::open(token.c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+      if (fd < 0) continue;  // another slot or rank has it
+      ::close(fd);
+      return &run;
+    }
+    return nullptr;
+  };
+
+  std::map<pid_t, const SweepRun*> running;
+  int failures = 0;
+  auto start = [&](const SweepRun& run) {
+    const fs::path dir = fs::path(out) / "runs" / run.name;
+    std::vector<std::string> args = {opt.executable, "train", plan.base, "--quiet", "--threads", std::to_string(threads)};
+    for (auto& o : run.overrides) args.insert(args.end(), {"--set", o});
+    args.insert(args.end(), {"--set", "run.out=" + dir.string()});
+    if (fs::exists(dir / "last.h5")) args.insert(args.end(), {"--resume", (dir / "last.h5").string()});
+    fs::remove(dir / "failed");
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const std::string log = (dir / "train.log").string();
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    // The run is a plain process even when the sweep is an MPI job.
+    std::vector<std::string> env_storage = {"QKV_NO_MPI=1"};
+    for (char** e = environ; *e; ++e)
+      if (std::strncmp(*e, "QKV_NO_MPI=", 11) != 0) env_storage.emplace_back(*e);
+    std::vector<char*> envp;
+    for (auto& e : env_storage) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, opt.executable.c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      std::fprintf(stderr, "qkv sweep: cannot start %s: %s\n", opt.executable.c_str(), std::strerror(rc));
+      std::ofstream(dir / "failed") << "could not start\n";
+      ++failures;
+      return;
+    }
+    if (opt.verbose) std::fprintf(stderr, "[%s] start %s\n", comm.description().c_str(), run.name.c_str());
+    running[pid] = &run;
+  };
+
+  while (true) {
+    while (int(running.size()) < opt.jobs) {
+      const SweepRun* run = claim();
+      if (!run) break;
+      start(*run);
+    }
+    if (running.empty()) break;
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const fs::path dir = fs::path(out) / "runs" / it->second->name;
+    const bool ok = finished(dir.string());
+    if (!ok) {
+      ++failures;
+      std::ofstream(dir / "failed") << "exit status " << (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status))
+                                    << "; see train.log\n";
+    }
+    if (opt.verbose)
+      std::fprintf(stderr, "[%s] %s %s\n", comm.description().c_str(), ok ? "done " : "FAILED", it->second->name.c_str());
+    running.erase(it);
+  }
+  comm.barrier();
+  if (comm.is_root()) write_sweep_results(plan, out);
+  return failures;
+}
+
+}  // namespace qkv::train
