@@ -133,7 +133,7 @@ int attention(const std::string& path, std::size_t example, const std::string& o
       std::copy(a.data() + example * a.shape()[1], a.data() + (example + 1) * a.shape()[1], r.data());
       return r;
     };
-    data::Batch b{row(eval.inputs), row(eval.targets), eval.decoder_inputs.size() ? row(eval.decoder_inputs) : IndexArray()};
+    data::Batch b{row(eval.inputs), row(eval.targets), eval.decoder_inputs.dimension() == 2 ? row(eval.decoder_inputs) : eval.decoder_inputs};
     auto layers = l.model->attention_layers();
     for (auto& [name, layer] : layers) layer->set_capture_weights(true);
     {
@@ -148,7 +148,7 @@ int attention(const std::string& path, std::size_t example, const std::string& o
       // Decoder layers attend from the decoder inputs; cross-attention reads the source.
       const bool decoder = name.find("dec") != std::string::npos;
       const bool cross = name.find("cross") != std::string::npos;
-      if (decoder && (query || !cross) && b.decoder_inputs.size() && b.decoder_inputs.shape()[1] == n) return b.decoder_inputs;
+      if (decoder && (query || !cross) && b.decoder_inputs.dimension() == 2 && b.decoder_inputs.shape()[1] == n) return b.decoder_inputs;
       return b.inputs;
     };
     std::printf("held-out example %zu of %s: input", example, l.task->name().c_str());

@@ -14,7 +14,7 @@ nn::TransformerOptions transformer_options(const config::ModelConfig& m) {
   o.d_ff = m.d_ff;
   o.dropout = m.dropout;
   o.attn_dropout = m.attn_dropout;
-  o.activation = m.activation == "relu" ? nn::Activation::ReLU : nn::Activation::GELU;
+  o.activation = m.activation == "relu" ? nn::Activation::Relu : nn::Activation::Gelu;
   o.norm_first = m.norm_first;
   o.positional = m.positional == "learned" ? nn::Positional::Learned : nn::Positional::Sinusoidal;
   o.impl = m.attention == "composite" ? AttentionImpl::Composite : AttentionImpl::Fused;
@@ -47,7 +47,7 @@ class EncoderTaskModel : public TaskModel {
   Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs); }
   IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
   std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() override {
-    return model_->attention_layers();
+    return model_->named_attention_layers();
   }
 
  private:
@@ -87,7 +87,7 @@ class Seq2SeqTaskModel : public TaskModel {
     return out;
   }
   std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() override {
-    return model_->attention_layers();
+    return model_->named_attention_layers();
   }
 
  private:

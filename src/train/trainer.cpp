@@ -13,7 +13,11 @@
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
 #include "qkv/ops/loss.hpp"
+#include "qkv/optim/adam.hpp"
+#include "qkv/optim/clip.hpp"
+#include "qkv/optim/lr_schedule.hpp"
 #include "qkv/optim/optimizer.hpp"
+#include "qkv/optim/sgd.hpp"
 #include "qkv/train/diagnostics.hpp"
 #include "qkv/train/progress.hpp"
 #include "qkv/version.hpp"
@@ -129,8 +133,9 @@ class Trainer {
     t.queries = cfg.task.queries;
     task_ = data::make_task(t);
     data_ = std::make_unique<data::Dataset>(task_, cfg.seed, cfg.task.eval_size, cfg.task.train_size);
-    if (cfg.task.train_size > 0)
-      train_probe_ = task_->examples(hash64(cfg.seed, 0), 0, std::min(cfg.task.train_size, cfg.task.eval_size));
+    has_probe_ = cfg.task.train_size > 0;
+    if (has_probe_)
+      train_probe_ = data_->train_examples(0, std::min(cfg.task.train_size, cfg.task.eval_size));
 
     Generator init(init_seed(cfg.seed));
     model_ = make_model(cfg, *task_, init);
@@ -192,7 +197,7 @@ class Trainer {
         loss_value /= comm_.size();
       }
       if (!std::isfinite(loss_value)) return diverged(result, "loss is " + fmt(loss_value), t0);
-      if (!train_probe_.inputs.size()) count_correct(logits.value(), batch.targets);
+      if (!has_probe_) count_correct(logits.value(), batch.targets);
       loss.backward();
       if (comm_.size() > 1) average_gradients();
       if (eval_now) record_qk_grad_norms();
@@ -341,7 +346,7 @@ class Trainer {
     const std::size_t eval_batch = std::max<std::size_t>(cfg_.train.batch_size, 256);
     last_eval_ = evaluate(*model_, data_->eval_set(), eval_batch);
     double train_acc = train_counted_ ? double(train_correct_) / double(train_counted_) : NAN;
-    if (train_probe_.inputs.size()) train_acc = evaluate(*model_, train_probe_, eval_batch).token_accuracy;
+    if (has_probe_) train_acc = evaluate(*model_, train_probe_, eval_batch).token_accuracy;
     train_correct_ = train_counted_ = 0;
 
     std::vector<double> row = {double(step_), optimizer_->lr(), loss_sum_ / std::max<std::int64_t>(loss_steps_, 1),
@@ -503,7 +508,8 @@ class Trainer {
   std::string run_dir_;
   std::shared_ptr<data::Task> task_;
   std::unique_ptr<data::Dataset> data_;
-  data::Batch train_probe_;
+  data::Batch train_probe_;  // a slice of the fixed training set, when there is one
+  bool has_probe_ = false;
   std::unique_ptr<TaskModel> model_;
   std::vector<Variable<float>> params_;
   std::unique_ptr<optim::Optimizer<float>> optimizer_;
@@ -518,7 +524,7 @@ class Trainer {
 
 data::Batch rows(const data::Batch& b, std::size_t lo, std::size_t hi) {
   auto take = [&](const IndexArray& a) {
-    if (a.size() == 0) return a;
+    if (a.dimension() != 2) return a;  // no decoder inputs
     const std::size_t T = a.shape()[1];
     IndexArray out = IndexArray::from_shape({hi - lo, T});
     std::copy(a.data() + lo * T, a.data() + hi * T, out.data());

@@ -1,0 +1,97 @@
+// The qkv command line, run as a user runs it.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "train/train_fixtures.hpp"
+
+using namespace qkv;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string qkv_cmd(const std::string& args) { return std::string(QKV_CLI_PATH) + " " + args; }
+
+const char* kTiny =
+    "--set model.d_model=32 --set model.heads=2 --set model.layers=1 --set model.d_ff=64 "
+    "--set task.vocab=8 --set task.length=8 --set task.eval_size=64 --set train.batch_size=32 "
+    "--set train.eval_every=10 --set train.checkpoint_every=10 --set train.threads=1 ";
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+}  // namespace
+
+TEST_CASE("cli: every command has --help") {
+  for (const char* cmd : {"", "train", "eval", "inspect", "attention", "gradcheck", "sweep", "info"}) {
+    std::string out;
+    CHECK_MESSAGE(test::run_command(qkv_cmd(std::string(cmd) + " --help"), &out) == 0, cmd);
+    CHECK(out.find("Usage") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: train, then eval, inspect and attention on the checkpoint") {
+  const std::string dir = test::temp_dir("cli_train");
+  std::string out;
+  const std::string sort = std::string(QKV_SOURCE_DIR) + "/configs/sort.yaml";
+  REQUIRE(test::run_command(qkv_cmd("train " + sort + " " + kTiny + "--set train.steps=30 --out " + dir), &out) == 0);
+  CHECK(out.find("qkv inspect " + dir + "/best.h5") != std::string::npos);
+  CHECK(out.find("BLAS: OpenBLAS") != std::string::npos);
+
+  REQUIRE(test::run_command(qkv_cmd("eval " + dir + "/last.h5"), &out) == 0);
+  CHECK(out.find("token accuracy") != std::string::npos);
+
+  REQUIRE(test::run_command(qkv_cmd("inspect " + dir + "/last.h5"), &out) == 0);
+  CHECK(out.find("blocks.0.attn.w_q.weight") != std::string::npos);
+  CHECK(out.find("format_version") != std::string::npos);
+  CHECK(out.find("d_model: 32") != std::string::npos);
+
+  REQUIRE(test::run_command(qkv_cmd("attention " + dir + "/last.h5 --example 3 --out " + dir + "/attn.csv"), &out) == 0);
+  CHECK(out.find("blocks.0.attn") != std::string::npos);
+  std::ifstream csv(dir + "/attn.csv");
+  std::string header;
+  std::getline(csv, header);
+  CHECK(header == "layer,head,query,key,query_token,key_token,weight");
+  std::size_t rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  CHECK(rows == 2 * 8 * 8);  // heads x queries x keys
+}
+
+TEST_CASE("cli: bad configs exit with status 2, name file, line and key, and leave no run directory") {
+  const std::string dir = test::temp_dir("cli_bad");
+  const std::string cfg = dir + "/bad.yaml";
+  write(cfg, "model:\n  d_model: 64\n  heds: 4\nrun:\n  out: " + dir + "/run\n");
+  std::string out;
+  CHECK(test::run_command(qkv_cmd("train " + cfg), &out) == 2);
+  CHECK(out.find(cfg + ":3") != std::string::npos);
+  CHECK(out.find("heds") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/run"));
+
+  write(cfg, "model:\n  d_model: 64\n  heads: 5\nrun:\n  out: " + dir + "/run\n");
+  CHECK(test::run_command(qkv_cmd("train " + cfg), &out) == 2);
+  CHECK(out.find("heads") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/run"));
+
+  write(cfg, "run:\n  out: " + dir + "/run\n");
+  CHECK(test::run_command(qkv_cmd("train " + cfg + " --set model.dropout=1.5"), &out) == 2);
+  CHECK(out.find("model.dropout") != std::string::npos);
+  CHECK(test::run_command(qkv_cmd("train " + cfg + " --set model.nope=1"), &out) == 2);
+  CHECK(out.find("nope") != std::string::npos);
+  CHECK(test::run_command(qkv_cmd("train " + dir + "/missing.yaml"), &out) == 2);
+  CHECK(out.find("missing.yaml") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/run"));
+}
+
+TEST_CASE("cli: bad checkpoints give a clear error and a non-zero exit") {
+  const std::string dir = test::temp_dir("cli_badckpt");
+  write(dir + "/garbage.h5", "this is not an HDF5 file");
+  std::string out;
+  for (const char* cmd : {"eval", "inspect", "attention"}) {
+    const int status = test::run_command(qkv_cmd(std::string(cmd) + " " + dir + "/garbage.h5"), &out);
+    CHECK(status != 0);
+    CHECK(status < 128);  // an error, not a crash
+    CHECK(out.find("garbage.h5") != std::string::npos);
+  }
+  CHECK(test::run_command(qkv_cmd("eval " + dir + "/nothing.h5"), &out) != 0);
+  CHECK(out.find("nothing.h5") != std::string::npos);
+}

@@ -1,0 +1,145 @@
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "qkv/io/checkpoint.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/train/trainer.hpp"
+#include "train_fixtures.hpp"
+
+using namespace qkv;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+train::RunResult train_quiet(const config::Config& cfg, const std::string& resume = "", std::int64_t stop_after = 0) {
+  train::RunOptions o;
+  o.progress = false;
+  o.resume = resume;
+  o.stop_after = stop_after;
+  dist::Comm single;
+  return train::run_training(cfg, o, single);
+}
+
+// Metric columns that do not depend on wall time.
+std::vector<std::pair<std::string, std::vector<double>>> deterministic_metrics(const io::Checkpoint& c) {
+  std::vector<std::pair<std::string, std::vector<double>>> out;
+  for (auto& [name, values] : c.metrics)
+    if (name != "tokens_per_s" && name != "elapsed_s") out.emplace_back(name, values);
+  return out;
+}
+
+void check_same_parameters(const io::Checkpoint& a, const io::Checkpoint& b) {
+  REQUIRE(a.model.size() == b.model.size());
+  for (std::size_t i = 0; i < a.model.size(); ++i) {
+    INFO(a.model[i].first);
+    CHECK(a.model[i].first == b.model[i].first);
+    CHECK(test::bitwise_equal(a.model[i].second, b.model[i].second));
+  }
+  REQUIRE(a.optimizer.size() == b.optimizer.size());
+  for (std::size_t i = 0; i < a.optimizer.size(); ++i) CHECK(test::bitwise_equal(a.optimizer[i].second, b.optimizer[i].second));
+}
+
+bool same_nan_aware(const std::vector<std::pair<std::string, std::vector<double>>>& a,
+                    const std::vector<std::pair<std::string, std::vector<double>>>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first || a[i].second.size() != b[i].second.size()) return false;
+    for (std::size_t j = 0; j < a[i].second.size(); ++j) {
+      const double x = a[i].second[j], y = b[i].second[j];
+      if (!(x == y || (std::isnan(x) && std::isnan(y)))) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: a tiny sort model learns far above chance and leaves a complete run directory") {
+  const std::string dir = test::temp_dir("trainer_learns");
+  auto cfg = test::tiny_config(dir, {"train.steps=300", "train.eval_every=100", "train.checkpoint_every=100"});
+  train::RunResult r = train_quiet(cfg);
+  CHECK(r.exit_code == 0);
+  CHECK(r.step == 300);
+  // Chance is 1/8 per token; a model that learned to sort is far above it.
+  CHECK(r.last.token_accuracy > 0.6);
+  for (const char* f : {"config.yaml", "metrics.csv", "last.h5", "best.h5", "result.csv", "checkpoints/step_0000100.h5"})
+    CHECK_MESSAGE(fs::exists(fs::path(dir) / f), f);
+  io::Checkpoint c = io::load_checkpoint(dir + "/last.h5");
+  CHECK(c.step == 300);
+  // The loss history falls.
+  for (auto& [name, values] : c.metrics)
+    if (name == "eval_loss") CHECK(values.back() < 0.7 * values.front());
+  // The saved config parses back to the same config.
+  CHECK(config::to_yaml(config::parse_config(c.config_yaml, "ckpt")) == config::to_yaml(cfg));
+}
+
+TEST_CASE("trainer: same seed and config give bitwise identical checkpoints and metrics") {
+  const std::string a = test::temp_dir("det_a"), b = test::temp_dir("det_b");
+  train_quiet(test::tiny_config(a, {"model.dropout=0.1"}));
+  train_quiet(test::tiny_config(b, {"model.dropout=0.1"}));
+  io::Checkpoint ca = io::load_checkpoint(a + "/last.h5"), cb = io::load_checkpoint(b + "/last.h5");
+  check_same_parameters(ca, cb);
+  CHECK(same_nan_aware(deterministic_metrics(ca), deterministic_metrics(cb)));
+}
+
+TEST_CASE("trainer: results are identical with 1 and 2 threads") {
+  const std::string a = test::temp_dir("thr_1"), b = test::temp_dir("thr_2");
+  train_quiet(test::tiny_config(a, {"model.dropout=0.1", "train.threads=1"}));
+  train_quiet(test::tiny_config(b, {"model.dropout=0.1", "train.threads=2"}));
+  set_num_threads(1);
+  io::Checkpoint ca = io::load_checkpoint(a + "/last.h5"), cb = io::load_checkpoint(b + "/last.h5");
+  check_same_parameters(ca, cb);
+  CHECK(same_nan_aware(deterministic_metrics(ca), deterministic_metrics(cb)));
+}
+
+TEST_CASE("trainer: N steps, save, resume N more equals 2N steps straight, bitwise") {
+  const std::string straight = test::temp_dir("resume_straight"), split = test::temp_dir("resume_split");
+  // Dropout on, so the RNG state must be restored too; the cosine schedule spans all 40 steps.
+  auto cfg_a = test::tiny_config(straight, {"model.dropout=0.1"});
+  auto cfg_b = test::tiny_config(split, {"model.dropout=0.1"});
+  train_quiet(cfg_a);
+  train::RunResult first = train_quiet(cfg_b, "", 25);  // stops after 25 steps (between checkpoints)
+  CHECK(first.stop_reason == "stopped");
+  CHECK(io::load_checkpoint(split + "/last.h5").step == 25);
+  train::RunResult second = train_quiet(cfg_b, split + "/last.h5");
+  CHECK(second.step == 40);
+  io::Checkpoint ca = io::load_checkpoint(straight + "/last.h5"), cb = io::load_checkpoint(split + "/last.h5");
+  check_same_parameters(ca, cb);
+  CHECK(same_nan_aware(deterministic_metrics(ca), deterministic_metrics(cb)));
+  // metrics.csv holds each evaluation once.
+  auto lines = [](const std::string& text) { return std::count(text.begin(), text.end(), '\n'); };
+  CHECK(lines(read_file(split + "/metrics.csv")) == lines(read_file(straight + "/metrics.csv")));
+}
+
+TEST_CASE("trainer: a diverging run stops at the step the loss becomes non-finite and keeps the last good checkpoint") {
+  const std::string dir = test::temp_dir("diverge");
+  // A sane first part, checkpointed at step 20...
+  train_quiet(test::tiny_config(dir), "", 20);
+  const std::string before = read_file(dir + "/last.h5");
+  // ...then resumed with an absurd learning rate.
+  auto cfg = test::tiny_config(dir, {"optimizer.lr=1e6", "optimizer.clip_grad_norm=0", "schedule.name=constant"});
+  train::RunResult r = train_quiet(cfg, dir + "/last.h5");
+  CHECK(r.exit_code == 3);
+  CHECK(r.stop_reason == "diverged");
+  CHECK(r.step < 40);
+  CHECK(read_file(dir + "/last.h5") == before);
+  CHECK(io::load_checkpoint(dir + "/last.h5").step == 20);
+}
+
+TEST_CASE("trainer: resuming a checkpoint of another model is refused with the differences named") {
+  const std::string a = test::temp_dir("other_model_a"), b = test::temp_dir("other_model_b");
+  train_quiet(test::tiny_config(a), "", 5);
+  auto cfg = test::tiny_config(b, {"model.d_model=16"});
+  CHECK_THROWS_WITH(train_quiet(cfg, a + "/last.h5"), doctest::Contains("tok_emb.weight"));
+  CHECK_FALSE(fs::exists(fs::path(b) / "metrics.csv"));
+}
