@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
   train->add_option("--set", t.overrides, "Override a config key: --set section.key=value (repeatable)");
   train->add_option("--resume", t.resume, "Resume exactly from a checkpoint (.h5)");
   train->add_option("--out", t.out, "Run directory (default: run.out of the config)");
-  train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(CLI::NonNegative);
-  train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(CLI::NonNegative);
+  train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(CLI::NonNegativeNumber);
+  train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(CLI::NonNegativeNumber);
   train->add_flag("--quiet", t.quiet, "No progress output");
   train->callback([&] { status = qkv::cli::train(t); });
 
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "Held-out metrics of a checkpoint");
   eval->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
   eval->add_option("--set", eval_overrides, "Override a task key: --set task.key=value");
-  eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(CLI::NonNegative);
+  eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
   eval->callback([&] { status = qkv::cli::eval(ckpt, eval_overrides, eval_threads); });
 
   auto* inspect = app.add_subcommand("inspect", "Show a checkpoint: HDF5 tree, shapes, statistics, config");
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   sweep->add_option("--set", s.overrides, "Override a key of the base config for every run");
   sweep->add_option("--out", s.out, "Sweep directory (default: out of the sweep file)");
   sweep->add_option("--jobs", s.jobs, "Runs at once in this process (per MPI rank)")->check(CLI::PositiveNumber);
-  sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(CLI::NonNegative);
+  sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(CLI::NonNegativeNumber);
   sweep->add_flag("--dry-run", s.dry_run, "List the runs and exit");
   sweep->callback([&] { status = qkv::cli::sweep(s); });
 

@@ -1,4 +1,7 @@
 // The MPI process group (built only when CMake finds MPI).
+// The C API only: OpenMPI and MPICH would otherwise pull in their deprecated C++ bindings.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <cstdio>
@@ -43,7 +46,7 @@ class MpiComm : public Comm {
   }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
   std::vector<std::uint64_t> allgather(std::uint64_t value) override {
-    std::vector<std::uint64_t> all(std::size_t(size_));
+    std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
     MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
     return all;
   }
