@@ -502,6 +502,11 @@ void validate_impl(const Config& c, const Origins& origins) {
   positive(r.eval_every, "train.eval_every");
   positive(r.checkpoint_every, "train.checkpoint_every");
   positive(r.log_every, "train.log_every");
+  if (s.warmup_steps > r.steps) {
+    std::string k = blame({"schedule.warmup_steps", "train.steps"});
+    fail(where(k), k, "schedule.warmup_steps (" + std::to_string(s.warmup_steps) + ") must not exceed train.steps (" +
+                          std::to_string(r.steps) + ")");
+  }
   in_range(r.target_accuracy, "train.target_accuracy", 0, false, 1, false);
   in_range(r.label_smoothing, "train.label_smoothing", 0, false, 1, true);
   check(r.threads >= 0, "train.threads", "expected 0 (all cores) or a positive thread count, found " + std::to_string(r.threads));

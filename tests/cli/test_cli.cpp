@@ -16,7 +16,7 @@ std::string qkv_cmd(const std::string& args) { return std::string(QKV_CLI_PATH) 
 const char* kTiny =
     "--set model.d_model=32 --set model.heads=2 --set model.layers=1 --set model.d_ff=64 "
     "--set task.vocab=8 --set task.length=8 --set task.eval_size=64 --set train.batch_size=32 "
-    "--set train.eval_every=10 --set train.checkpoint_every=10 --set train.threads=1 ";
+    "--set train.eval_every=10 --set train.checkpoint_every=10 --set train.threads=1 --set schedule.warmup_steps=5 ";
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
