@@ -123,16 +123,22 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   // computed by the same micro-kernel with the same k order whatever the number of blocks, so the
   // result is bitwise the same for any thread count.
   constexpr std::size_t kAlign = 64;
-  const bool small = M * N * K < std::size_t(1) << 18;
-  if (threads == 1 || in_parallel() || small) {
-    call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-    return;
-  }
+  // OpenBLAS (0.3.x on x86_64) sends products with M*N*K <= 100^3 to separate "small matrix"
+  // kernels that round differently from its blocked kernels. A block on one side of that line and
+  // the whole product on the other would make the bits depend on the thread count, so split only
+  // when every block stays above it (which also keeps tiny products on one thread).
+  constexpr double kSmallMatrixLimit = 1e6;
   const bool by_rows = M >= N;
   const std::size_t extent = by_rows ? M : N;
   std::size_t block = (extent + threads - 1) / threads;
   block = (block + kAlign - 1) / kAlign * kAlign;
   const long blocks = long((extent + block - 1) / block);
+  const std::size_t smallest = std::min(block, extent - std::size_t(blocks - 1) * block);
+  const double smallest_product = double(smallest) * double(by_rows ? N : M) * double(K);
+  if (threads == 1 || in_parallel() || blocks < 2 || smallest_product <= kSmallMatrixLimit) {
+    call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < blocks; ++i) {
     const std::size_t lo = std::size_t(i) * block, n = std::min(block, extent - lo);

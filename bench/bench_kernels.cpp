@@ -1,0 +1,183 @@
+// Kernel micro-benchmarks at the shapes of the workloads in docs/performance.md (float32):
+// matmul (forward and both backward products of a Linear layer), softmax, layer norm,
+// cross-entropy and fused attention forward + backward.
+//   build/bench/bench_kernels --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//   build/bench/bench_kernels --benchmark_filter=gemm     # one family
+//   QKV_BENCH_THREADS=2 build/bench/bench_kernels          # OpenMP threads (default 1)
+// Counters: GFLOP/s for GEMM and attention (flops / real time), GB/s for the memory-bound kernels
+// (bytes read + written once / real time).
+
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "qkv/kernels/attention.hpp"
+#include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/cross_entropy.hpp"
+#include "qkv/kernels/layer_norm.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/kernels/softmax.hpp"
+#include "qkv/tensor/random.hpp"
+#include "qkv/tensor/tensor.hpp"
+
+namespace {
+
+using namespace qkv;
+
+Array<float> random_array(const Shape& shape, std::uint64_t seed) {
+  Generator gen(seed);
+  Array<float> a = Array<float>::from_shape(shape);
+  for (auto& x : a) x = float(gen.uniform(-1, 1));
+  return a;
+}
+
+void rate(benchmark::State& state, double per_iteration, const char* name) {
+  state.counters[name] = benchmark::Counter(per_iteration * 1e-9 * double(state.iterations()),
+                                            benchmark::Counter::kIsRate);
+}
+
+// A Linear layer y (R, N) = x (R, K) W^T, W (N, K): the forward product and both backward ones.
+//   forward  y  = x W^T        gemm(no, trans)  M=R N=N K=K
+//   dx       dx = dy W         gemm(no, no)     M=R N=K K=N
+//   dW       dW = dy^T x       gemm(trans, no)  M=N N=K K=R
+void gemm_linear(benchmark::State& state, int which) {
+  const std::size_t R = std::size_t(state.range(0)), K = std::size_t(state.range(1)), N = std::size_t(state.range(2));
+  Array<float> x = random_array({R, K}, 1), w = random_array({N, K}, 2), dy = random_array({R, N}, 3);
+  Array<float> y = Array<float>::from_shape({R, N}), dx = Array<float>::from_shape({R, K});
+  Array<float> dw = Array<float>::from_shape({N, K});
+  for (auto _ : state) {
+    if (which == 0)
+      kernels::gemm<float>(false, true, R, N, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N);
+    else if (which == 1)
+      kernels::gemm<float>(false, false, R, K, N, 1.f, dy.data(), N, w.data(), K, 0.f, dx.data(), K);
+    else
+      kernels::gemm<float>(true, false, N, K, R, 1.f, dy.data(), N, x.data(), K, 0.f, dw.data(), K);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 2.0 * double(R) * double(K) * double(N), "GFLOP/s");
+}
+void gemm_forward(benchmark::State& s) { gemm_linear(s, 0); }
+void gemm_backward_input(benchmark::State& s) { gemm_linear(s, 1); }
+void gemm_backward_weight(benchmark::State& s) { gemm_linear(s, 2); }
+
+// rows = B*T, in, out of the workloads' Linear layers: small (2048 rows, 64 <-> 256), medium
+// (4096 rows, 256 <-> 256 and 256 <-> 1024), long (4096 rows, 128 <-> 512).
+void linear_shapes(benchmark::internal::Benchmark* b) {
+  for (auto s : std::vector<std::vector<std::int64_t>>{{2048, 64, 64},   {2048, 64, 256},   {2048, 256, 64},
+                                                       {4096, 256, 256}, {4096, 256, 1024}, {4096, 1024, 256},
+                                                       {4096, 128, 128}, {4096, 128, 512}})
+    b->Args(s);
+  b->ArgNames({"rows", "in", "out"})->UseRealTime();
+}
+BENCHMARK(gemm_forward)->Apply(linear_shapes);
+BENCHMARK(gemm_backward_input)->Apply(linear_shapes);
+BENCHMARK(gemm_backward_weight)->Apply(linear_shapes);
+
+// Square sgemm, to measure the machine's single-precision GEMM peak.
+void gemm_square(benchmark::State& state) {
+  const std::size_t n = std::size_t(state.range(0));
+  Array<float> a = random_array({n, n}, 1), b = random_array({n, n}, 2), c = Array<float>::from_shape({n, n});
+  for (auto _ : state) {
+    kernels::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 2.0 * double(n) * n * n, "GFLOP/s");
+}
+BENCHMARK(gemm_square)->Arg(512)->Arg(1024)->Arg(2048)->UseRealTime();
+
+// Softmax over rows of length n (attention-score rows of the composite path), forward + backward.
+void softmax(benchmark::State& state) {
+  const std::size_t rows = std::size_t(state.range(0)), n = std::size_t(state.range(1));
+  Array<float> x = random_array({rows, n}, 1), dy = random_array({rows, n}, 2);
+  Array<float> y = Array<float>::from_shape({rows, n}), dx = Array<float>::from_shape({rows, n});
+  for (auto _ : state) {
+    kernels::softmax_forward(y.data(), x.data(), rows, n, 1);
+    kernels::softmax_backward(dx.data(), dy.data(), y.data(), rows, n, 1);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 5.0 * double(rows * n) * sizeof(float), "GB/s");  // x, y written, dy, y read, dx written
+}
+BENCHMARK(softmax)->Args({32 * 8 * 128, 128})->Args({4 * 4 * 1024, 1024})->ArgNames({"rows", "n"})->UseRealTime();
+
+// LayerNorm over rows of width C, forward and backward separately.
+void layer_norm(benchmark::State& state, bool backward) {
+  const std::size_t rows = std::size_t(state.range(0)), C = std::size_t(state.range(1));
+  Array<float> x = random_array({rows, C}, 1), dy = random_array({rows, C}, 2);
+  Array<float> g = random_array({C}, 3), b = random_array({C}, 4);
+  Array<float> y = Array<float>::from_shape({rows, C}), dx = Array<float>::from_shape({rows, C});
+  Array<float> mean = Array<float>::from_shape({rows}), rstd = Array<float>::from_shape({rows});
+  Array<float> dg = Array<float>::from_shape({C}), db = Array<float>::from_shape({C});
+  kernels::layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), rows, C, 1e-5f);
+  for (auto _ : state) {
+    if (backward)
+      kernels::layer_norm_backward(dx.data(), dg.data(), db.data(), dy.data(), x.data(), mean.data(), rstd.data(),
+                                   g.data(), rows, C);
+    else
+      kernels::layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), rows, C, 1e-5f);
+    benchmark::ClobberMemory();
+  }
+  rate(state, (backward ? 3.0 : 2.0) * double(rows * C) * sizeof(float), "GB/s");
+}
+void layer_norm_forward(benchmark::State& s) { layer_norm(s, false); }
+void layer_norm_backward(benchmark::State& s) { layer_norm(s, true); }
+BENCHMARK(layer_norm_forward)->Args({2048, 64})->Args({4096, 256})->Args({4096, 128})->ArgNames({"rows", "C"})->UseRealTime();
+BENCHMARK(layer_norm_backward)->Args({2048, 64})->Args({4096, 256})->Args({4096, 128})->ArgNames({"rows", "C"})->UseRealTime();
+
+// Cross-entropy over (N, V) logits, forward + backward.
+void cross_entropy(benchmark::State& state) {
+  const std::size_t N = std::size_t(state.range(0)), V = std::size_t(state.range(1));
+  Array<float> logits = random_array({N, V}, 1), d = Array<float>::from_shape({N, V});
+  Array<float> loss = Array<float>::from_shape({N}), lse = Array<float>::from_shape({N});
+  std::vector<std::int64_t> targets(N);
+  for (std::size_t i = 0; i < N; ++i) targets[i] = std::int64_t(i * 7 % V);
+  for (auto _ : state) {
+    kernels::cross_entropy_forward(loss.data(), lse.data(), logits.data(), targets.data(), N, V, -100, 0.f);
+    kernels::cross_entropy_backward(d.data(), logits.data(), lse.data(), targets.data(), N, V, -100, 0.f, 1.f / N);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 3.0 * double(N * V) * sizeof(float), "GB/s");
+}
+BENCHMARK(cross_entropy)->Args({2048, 16})->Args({4096, 64})->Args({4096, 16})->ArgNames({"N", "V"})->UseRealTime();
+
+// Fused attention forward + backward at the workloads' shapes (B, H, T, D), no mask, no dropout.
+void attention(benchmark::State& state) {
+  const std::size_t B = std::size_t(state.range(0)), H = std::size_t(state.range(1)), T = std::size_t(state.range(2)),
+                    D = std::size_t(state.range(3));
+  Array<float> q = random_array({B, H, T, D}, 1), k = random_array({B, H, T, D}, 2), v = random_array({B, H, T, D}, 3);
+  Array<float> dout = random_array({B, H, T, D}, 4), out = Array<float>::from_shape({B, H, T, D});
+  Array<float> lse = Array<float>::from_shape({B, H, T});
+  Array<float> dq = Array<float>::from_shape({B, H, T, D}), dk = dq, dv = dq;
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (auto _ : state) {
+    kernels::attention_forward<float>(out.data(), lse.data(), nullptr, q.data(), k.data(), v.data(), {}, {}, scale,
+                                      B, H, T, T, D, D);
+    kernels::attention_backward<float>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                                       out.data(), lse.data(), {}, {}, scale, B, H, T, T, D, D);
+    benchmark::ClobberMemory();
+  }
+  // Forward: QK^T and PV, 2 * 2*T*T*D; backward: recompute QK^T plus dV, dP, dQ, dK, 5 * 2*T*T*D.
+  rate(state, 7.0 * 2.0 * double(B * H) * double(T) * double(T) * double(D), "GFLOP/s");
+  state.SetItemsProcessed(std::int64_t(state.iterations() * B * T));
+}
+BENCHMARK(attention)
+    ->Args({64, 4, 32, 16})
+    ->Args({32, 8, 128, 32})
+    ->Args({4, 4, 1024, 32})
+    ->ArgNames({"B", "H", "T", "D"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* t = std::getenv("QKV_BENCH_THREADS")) qkv::set_num_threads(std::atoi(t));
+  else qkv::set_num_threads(1);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("blas", qkv::kernels::blas_info());
+  benchmark::AddCustomContext("qkv_threads", std::to_string(qkv::num_threads()));
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

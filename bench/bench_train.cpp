@@ -1,0 +1,172 @@
+// Training-step throughput of nn::EncoderModel on the sort task, the qkv side of
+// scripts/bench_vs_torch.py. One process = one measurement: warm-up steps, then timed steps.
+//   build/bench/bench_train --workload medium --threads 2 [--steps 20 --warmup 5 --dropout 0.1]
+// Prints one JSON line: tokens/s over the timed steps, peak RSS, and per-step heap use in steady
+// state: pool requests, pool system allocations (cache misses) and operator new calls (everything
+// that is not tensor data: shared_ptr nodes, std::function closures, index arrays, vectors...).
+//
+// A step is what the trainer does: next batch, forward, cross-entropy, backward, clip the global
+// gradient norm to 1, AdamW (weight decay 0.01 on every parameter), zero_grad.
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "qkv/data/tasks.hpp"
+#include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/nn/transformer.hpp"
+#include "qkv/ops/loss.hpp"
+#include "qkv/optim/adam.hpp"
+#include "qkv/optim/clip.hpp"
+#include "qkv/tensor/allocator.hpp"
+
+// ---- operator new counting (replaces the global operators for the whole binary) ----
+namespace {
+std::atomic<std::uint64_t> g_news{0};
+void* counted_new(std::size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void* counted_new_aligned(std::size_t n, std::align_val_t a) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t al = static_cast<std::size_t>(a);
+  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
+  throw std::bad_alloc();
+}
+}  // namespace
+void* operator new(std::size_t n) { return counted_new(n); }
+void* operator new[](std::size_t n) { return counted_new(n); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_new_aligned(n, a); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_new_aligned(n, a); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace qkv;
+
+struct Workload {
+  const char* name;
+  std::size_t vocab, seq, d_model, heads, layers, d_ff, batch;
+};
+// The workloads of docs/performance.md (same table in scripts/bench_vs_torch.py).
+constexpr Workload kWorkloads[] = {
+    {"small", 16, 32, 64, 4, 2, 256, 64},
+    {"medium", 64, 128, 256, 8, 4, 1024, 32},
+    {"long", 16, 1024, 128, 4, 1, 512, 4},
+};
+
+[[noreturn]] void usage(const char* why) {
+  std::fprintf(stderr,
+               "bench_train: %s\nusage: bench_train --workload small|medium|long [--threads N] [--steps N] "
+               "[--warmup N] [--dropout P] [--impl fused|composite] [--seed S]\n",
+               why);
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Workload* w = nullptr;
+  int threads = 1, steps = 20, warmup = 5;
+  double dropout = 0.1;
+  std::string impl = "fused";
+  std::uint64_t seed = 1;
+  for (int i = 1; i < argc; ++i) {
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage((std::string("missing value after ") + argv[i]).c_str());
+      return argv[++i];
+    };
+    const std::string a = argv[i];
+    if (a == "--workload") {
+      const std::string n = next();
+      for (const auto& x : kWorkloads)
+        if (n == x.name) w = &x;
+      if (!w) usage(("unknown workload " + n).c_str());
+    } else if (a == "--threads") threads = std::atoi(next());
+    else if (a == "--steps") steps = std::atoi(next());
+    else if (a == "--warmup") warmup = std::atoi(next());
+    else if (a == "--dropout") dropout = std::atof(next());
+    else if (a == "--impl") impl = next();
+    else if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
+    else usage(("unknown argument " + a).c_str());
+  }
+  if (!w) usage("--workload is required");
+  if (threads < 1 || steps < 1 || warmup < 0) usage("--threads and --steps must be >= 1, --warmup >= 0");
+  set_num_threads(threads);
+
+  data::TaskOptions t;
+  t.name = "sort";
+  t.vocab = w->vocab;
+  t.length = w->seq;
+  auto task = std::shared_ptr<data::Task>(data::make_task(t));
+  data::Dataset data(task, seed, 0);
+
+  nn::TransformerOptions o;
+  o.d_model = w->d_model;
+  o.heads = w->heads;
+  o.layers = w->layers;
+  o.d_ff = w->d_ff;
+  o.dropout = dropout;
+  o.attn_dropout = dropout;
+  o.max_len = w->seq;
+  o.impl = nn::parse_attention_impl(impl);
+  Generator init(seed);
+  nn::EncoderModel<float> model(w->vocab, w->vocab, o, init);
+  model.train();
+  const auto params = model.parameters();
+  optim::AdamWOptions ao;
+  ao.lr = 1e-3;
+  ao.weight_decay = 0.01;
+  optim::AdamW<float> opt(model.named_parameters(), ao);
+
+  double loss_value = 0;
+  auto step = [&] {
+    data::Batch b = data.next_train(w->batch);
+    Variable<float> loss = cross_entropy(model.forward(b.inputs), b.targets, data::kIgnore);
+    loss_value = loss.item();
+    loss.backward();
+    optim::clip_grad_norm(params, 1.0);
+    opt.step();
+    opt.zero_grad();
+  };
+
+  for (int s = 0; s < warmup; ++s) step();
+  const pool::Stats p0 = pool::stats();
+  const std::uint64_t n0 = g_news.load();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) step();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::uint64_t news = g_news.load() - n0;
+  const pool::Stats p1 = pool::stats();
+
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double tokens = double(steps) * double(w->batch * w->seq);
+  std::printf(
+      "{\"framework\": \"qkv\", \"workload\": \"%s\", \"threads\": %d, \"steps\": %d, \"warmup\": %d, "
+      "\"impl\": \"%s\", \"tokens_per_s\": %.1f, \"step_ms\": %.3f, \"max_rss_mib\": %.1f, "
+      "\"pool_peak_mib\": %.1f, \"pool_requests_per_step\": %.1f, \"pool_system_allocs_per_step\": %.2f, "
+      "\"operator_new_per_step\": %.1f, \"final_loss\": %.4f, \"params\": %zu, \"blas\": \"%s\"}\n",
+      w->name, threads, steps, warmup, impl.c_str(), tokens / secs, 1e3 * secs / steps, double(ru.ru_maxrss) / 1024.0,
+      double(p1.peak_in_use_bytes) / (1 << 20), double(p1.requests - p0.requests) / steps,
+      double(p1.system_allocations - p0.system_allocations) / steps, double(news) / steps, loss_value,
+      model.num_parameters(), kernels::blas_info().c_str());
+  return 0;
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/python3
+"""Train the same encoder model in qkv and in PyTorch, one after the other, and compare tokens/s.
+
+    /usr/bin/python3 scripts/bench_vs_torch.py [--bench build/bench/bench_train] \
+        [--workloads small,medium,long] [--threads 1,2] [--runs 5] [--steps 20] [--warmup 5] [--json out.json]
+
+For every workload and thread count it runs `runs` rounds; a round is one qkv process then one
+PyTorch process (interleaved, so that load from other jobs on the machine hits both alike). Each
+process does `warmup` untimed steps then `steps` timed steps and reports tokens/s and its peak RSS
+(ru_maxrss). The table shows medians over the rounds and the median of the per-round ratios.
+
+The model (qkv's nn::EncoderModel, mirrored here): token embedding N(0, 1) not scaled, plus
+sinusoidal positions, dropout; pre-LN encoder layers (torch.nn.TransformerEncoderLayer with
+norm_first=True, batch_first=True, GELU, dropout on attention weights, residual branches and the
+feed-forward hidden layer); final LayerNorm; Linear head. Init as qkv: nn.Linear defaults, each of
+the q/k/v projections Xavier-uniform on its own (C, C) block, zero attention biases. Task: sort
+(per-position labels: the sorted input). Step: batch, forward, cross-entropy, backward,
+clip_grad_norm_(1.0), AdamW(lr 1e-3, weight decay 0.01), zero_grad.
+
+PyTorch runs with its best settings here: torch.set_num_threads(n), OPENBLAS_NUM_THREADS=n and
+OPENBLAS_CORETYPE=SkylakeX for the OpenBLAS it calls (Debian's torch uses the system libblas).
+"""
+import argparse
+import json
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+# name: (vocab, seq, d_model, heads, layers, d_ff, batch); same table as bench/bench_train.cpp.
+WORKLOADS = {
+    "small": (16, 32, 64, 4, 2, 256, 64),
+    "medium": (64, 128, 256, 8, 4, 1024, 32),
+    "long": (16, 1024, 128, 4, 1, 512, 4),
+}
+
+
+def torch_worker(args):
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    torch.set_num_threads(args.threads)
+    baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    V, T, C, H, L, FF, B = WORKLOADS[args.workload]
+    p = args.dropout
+    torch.manual_seed(args.seed)
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_emb = nn.Embedding(V, C)  # N(0, 1)
+            pos = torch.arange(T, dtype=torch.float64)[:, None]
+            j = torch.arange(C)
+            angle = pos * torch.pow(10000.0, -(j - j % 2).double() / C)[None, :]
+            pe = torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
+            self.register_buffer("pe", pe)
+            self.drop = nn.Dropout(p)
+            self.blocks = nn.ModuleList(
+                nn.TransformerEncoderLayer(C, H, FF, p, activation="gelu", batch_first=True, norm_first=True)
+                for _ in range(L))
+            for blk in self.blocks:
+                w = blk.self_attn.in_proj_weight
+                with torch.no_grad():
+                    for k in range(3):
+                        nn.init.xavier_uniform_(w[k * C:(k + 1) * C])
+            self.norm = nn.LayerNorm(C)
+            self.head = nn.Linear(C, V)
+
+        def forward(self, x):
+            h = self.drop(self.tok_emb(x) + self.pe[: x.shape[1]])
+            for blk in self.blocks:
+                h = blk(h)
+            return self.head(self.norm(h))
+
+    model = Model()
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    params = list(model.parameters())
+    loss_value = [0.0]
+
+    def step():
+        x = torch.randint(V, (B, T))
+        y = torch.sort(x, dim=1).values
+        loss = F.cross_entropy(model(x).reshape(-1, V), y.reshape(-1))
+        loss_value[0] = loss.item()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(args.warmup):
+        step()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    secs = time.perf_counter() - t0
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print(json.dumps({"framework": "torch", "workload": args.workload, "threads": args.threads,
+                      "steps": args.steps, "warmup": args.warmup,
+                      "tokens_per_s": args.steps * B * T / secs, "step_ms": 1e3 * secs / args.steps,
+                      "max_rss_mib": rss, "baseline_rss_mib": baseline_rss, "final_loss": loss_value[0],
+                      "params": sum(q.numel() for q in params), "torch": torch.__version__}))
+
+
+def run_json(cmd, env):
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bench", default="build/bench/bench_train")
+    ap.add_argument("--workloads", default="small,medium,long")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per process (0: per-workload default)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--json", default="", help="also write every measurement here")
+    ap.add_argument("--only", choices=["qkv", "torch"], default=None, help="run one side only")
+    ap.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
+    ap.add_argument("--workload", help=argparse.SUPPRESS)
+    ap.add_argument("--threads-n", type=int, dest="threads_n", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+
+    if args.worker:
+        args.threads = args.threads_n
+        return torch_worker(args)
+
+    default_steps = {"small": 40, "medium": 8, "long": 8}
+    rows, records = [], []
+    for wl in args.workloads.split(","):
+        for n in [int(x) for x in args.threads.split(",")]:
+            steps = args.steps or default_steps[wl]
+            q_env = dict(os.environ)
+            t_env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n),
+                         OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "SkylakeX"))
+            common = ["--workload", wl, "--steps", str(steps), "--warmup", str(args.warmup),
+                      "--dropout", str(args.dropout), "--seed", str(args.seed)]
+            q_runs, t_runs = [], []
+            for _ in range(args.runs):
+                if args.only != "torch":
+                    q_runs.append(run_json([args.bench, "--threads", str(n)] + common, q_env))
+                if args.only != "qkv":
+                    t_runs.append(run_json([sys.executable, os.path.abspath(__file__), "--worker", "torch",
+                                            "--threads-n", str(n)] + common, t_env))
+                last = (q_runs[-1:] + t_runs[-1:])
+                print("  " + "  ".join(f"{r['framework']} {r['tokens_per_s']:.0f}" for r in last),
+                      file=sys.stderr, flush=True)
+            records += q_runs + t_runs
+            med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else math.nan
+            ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(q_runs, t_runs)]
+            row = {"workload": wl, "threads": n, "qkv_tokens_per_s": med(q_runs, "tokens_per_s"),
+                   "torch_tokens_per_s": med(t_runs, "tokens_per_s"),
+                   "ratio": statistics.median(ratios) if ratios else math.nan,
+                   "qkv_rss_mib": med(q_runs, "max_rss_mib"), "torch_rss_mib": med(t_runs, "max_rss_mib"),
+                   "torch_baseline_rss_mib": med(t_runs, "baseline_rss_mib"),
+                   "qkv_pool_peak_mib": med(q_runs, "pool_peak_mib"),
+                   "qkv_new_per_step": med(q_runs, "operator_new_per_step"),
+                   "qkv_pool_sys_per_step": med(q_runs, "pool_system_allocs_per_step")}
+            rows.append(row)
+            print(f"{wl:>6} x{n}: qkv {row['qkv_tokens_per_s']:9.0f} tok/s  torch {row['torch_tokens_per_s']:9.0f} "
+                  f"tok/s  ratio {row['ratio']:.2f}  RSS qkv {row['qkv_rss_mib']:.0f} MiB, torch "
+                  f"{row['torch_rss_mib']:.0f} MiB (after import {row['torch_baseline_rss_mib']:.0f})",
+                  file=sys.stderr, flush=True)
+
+    print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | qkv peak RSS MiB | "
+          "PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['workload']} | {r['threads']} | {r['qkv_tokens_per_s']:.0f} | {r['torch_tokens_per_s']:.0f} | "
+              f"{r['ratio']:.2f} | {r['qkv_rss_mib']:.0f} | {r['torch_rss_mib']:.0f} "
+              f"({r['torch_baseline_rss_mib']:.0f}) | {r['qkv_new_per_step']:.0f} | {r['qkv_pool_sys_per_step']:.1f} |")
+    by = {(r["workload"], r["threads"]): r for r in rows}
+    for wl in args.workloads.split(","):
+        if (wl, 1) in by and (wl, 2) in by:
+            for fw in ("qkv", "torch"):
+                a, b = by[(wl, 1)][f"{fw}_tokens_per_s"], by[(wl, 2)][f"{fw}_tokens_per_s"]
+                print(f"thread scaling {wl} {fw}: 2 threads / 1 thread = {b / a:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rows": rows, "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

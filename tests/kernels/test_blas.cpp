@@ -1,0 +1,106 @@
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "test_util.hpp"
+
+using namespace qkv;
+
+namespace {
+
+// C = alpha op(A) op(B) + beta C with plain loops in long double, on stored matrices with row
+// strides lda/ldb/ldc (op = transpose when the flag is set).
+template <class T>
+void naive_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A, std::size_t lda,
+                const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  for (std::size_t i = 0; i < M; ++i)
+    for (std::size_t j = 0; j < N; ++j) {
+      long double s = 0;
+      for (std::size_t k = 0; k < K; ++k)
+        s += (long double)(ta ? A[k * lda + i] : A[i * lda + k]) * (long double)(tb ? B[j * ldb + k] : B[k * ldb + j]);
+      C[i * ldc + j] = T((long double)alpha * s + (beta == T(0) ? 0.0L : (long double)beta * C[i * ldc + j]));
+    }
+}
+
+struct Case {
+  std::size_t M, N, K;
+};
+
+// Errors are compared per unit of K (the rounding bound grows with K). Odd sizes, a size below and above the 64-row split granularity, and ones big enough for gemm()
+// to split across threads (M*N*K >= 2^18).
+const Case kCases[] = {{1, 1, 1}, {3, 5, 7}, {17, 1, 33}, {65, 31, 9}, {130, 67, 45}, {67, 200, 41}, {257, 129, 65}};
+
+template <class T>
+void check_against_naive(double tol) {
+  std::uint64_t seed = 1;
+  for (const Case& c : kCases)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb)
+        for (T beta : {T(0), T(0.5)}) {
+          // Padded row strides (ld > row length) check that strides are honoured.
+          const std::size_t lda = (ta ? c.M : c.K) + 3, ldb = (tb ? c.K : c.N) + 2, ldc = c.N + 1;
+          Array<T> A = test::random_array<T>({ta ? c.K : c.M, lda}, seed++);
+          Array<T> B = test::random_array<T>({tb ? c.N : c.K, ldb}, seed++);
+          Array<T> C0 = test::random_array<T>({c.M, ldc}, seed++);
+          Array<T> want = C0, got = C0;
+          naive_gemm<T>(ta, tb, c.M, c.N, c.K, T(1.5), A.data(), lda, B.data(), ldb, beta, want.data(), ldc);
+          kernels::gemm<T>(ta, tb, c.M, c.N, c.K, T(1.5), A.data(), lda, B.data(), ldb, beta, got.data(), ldc);
+          INFO("M " << c.M << " N " << c.N << " K " << c.K << " ta " << ta << " tb " << tb << " beta " << beta);
+          double worst = 0;
+          for (std::size_t i = 0; i < c.M; ++i)
+            for (std::size_t j = 0; j < c.N; ++j)
+              worst = std::max(worst, std::abs(double(got(i, j)) - double(want(i, j))) / double(c.K));
+          CHECK(worst < tol);
+          // Padding columns of C are not written.
+          for (std::size_t i = 0; i < c.M; ++i) CHECK(got(i, c.N) == C0(i, c.N));
+        }
+}
+
+template <class T>
+Array<T> gemm_with_threads(int threads, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K) {
+  const int before = num_threads();
+  set_num_threads(threads);
+  Array<T> A = test::random_array<T>(ta ? Shape{K, M} : Shape{M, K}, 11);
+  Array<T> B = test::random_array<T>(tb ? Shape{N, K} : Shape{K, N}, 12);
+  Array<T> C = test::random_array<T>({M, N}, 13);
+  kernels::gemm<T>(ta, tb, M, N, K, T(1), A.data(), ta ? M : K, B.data(), tb ? K : N, T(1), C.data(), N);
+  set_num_threads(before);
+  return C;
+}
+
+}  // namespace
+
+TEST_CASE("gemm: float matches a naive loop, all transposes, odd sizes, strided") { check_against_naive<float>(1e-6); }
+
+TEST_CASE("gemm: double matches a naive loop, all transposes, odd sizes, strided") { check_against_naive<double>(1e-14); }
+
+TEST_CASE("gemm: 1 and 2 threads give the same bits, split by rows and by columns") {
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      CHECK(test::bitwise_equal(gemm_with_threads<float>(1, ta, tb, 300, 70, 100),
+                                gemm_with_threads<float>(2, ta, tb, 300, 70, 100)));
+      CHECK(test::bitwise_equal(gemm_with_threads<float>(1, ta, tb, 70, 300, 100),
+                                gemm_with_threads<float>(2, ta, tb, 70, 300, 100)));
+      // Around OpenBLAS's small-matrix limit (M*N*K = 100^3): whole product above, halves below;
+      // whole product below.
+      CHECK(test::bitwise_equal(gemm_with_threads<float>(1, ta, tb, 256, 70, 100),
+                                gemm_with_threads<float>(2, ta, tb, 256, 70, 100)));
+      CHECK(test::bitwise_equal(gemm_with_threads<float>(1, ta, tb, 256, 70, 40),
+                                gemm_with_threads<float>(2, ta, tb, 256, 70, 40)));
+      CHECK(test::bitwise_equal(gemm_with_threads<double>(1, ta, tb, 256, 70, 100),
+                                gemm_with_threads<double>(2, ta, tb, 256, 70, 100)));
+      CHECK(test::bitwise_equal(gemm_with_threads<double>(1, ta, tb, 200, 130, 50),
+                                gemm_with_threads<double>(2, ta, tb, 200, 130, 50)));
+    }
+}
+
+TEST_CASE("gemm: K = 0 scales C by beta, and the BLAS in use is reported") {
+  Array<float> C = full<float>({2, 3}, 4.0f);
+  kernels::gemm<float>(false, false, 2, 3, 0, 1.0f, nullptr, 1, nullptr, 3, 0.5f, C.data(), 3);
+  CHECK(C(1, 2) == 2.0f);
+  kernels::gemm<float>(false, false, 2, 3, 0, 1.0f, nullptr, 1, nullptr, 3, 0.0f, C.data(), 3);
+  CHECK(C(0, 0) == 0.0f);
+  CHECK(kernels::blas_info().find("OpenBLAS") != std::string::npos);
+}
