@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <algorithm>
 #include <cstdlib>
+#include <chrono>
+#include <thread>
 
 #include "qkv/dist/comm.hpp"
 
@@ -29,9 +31,14 @@ class MpiComm : public Comm {
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local_size_);
+    MPI_Comm_free(&node);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int local_size() const override { return local_size_; }
 
   // Reduce to rank 0, then broadcast: every rank gets the very same bits (an allreduce may round
   // differently on different ranks), and the summation order is fixed for a given rank count.
@@ -44,7 +51,15 @@ class MpiComm : public Comm {
     bytes.resize(n);
     MPI_Bcast(bytes.data(), int(n), MPI_CHAR, 0, MPI_COMM_WORLD);
   }
-  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  // MPI_Barrier busy-polls (OpenMPI spins at 100% of a core): a sweep rank with no runs left would
+  // take a core from the ranks still training. Poll a non-blocking barrier with short sleeps.
+  void barrier() override {
+    MPI_Request request;
+    MPI_Ibarrier(MPI_COMM_WORLD, &request);
+    int done = 0;
+    for (MPI_Test(&request, &done, MPI_STATUS_IGNORE); !done; MPI_Test(&request, &done, MPI_STATUS_IGNORE))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   std::vector<std::uint64_t> allgather(std::uint64_t value) override {
     std::vector<std::uint64_t> all(static_cast<std::size_t>(size_));
     MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
@@ -72,7 +87,7 @@ class MpiComm : public Comm {
       MPI_Bcast(data + off, count, type, 0, MPI_COMM_WORLD);
     }
   }
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
 };
 
 }  // namespace

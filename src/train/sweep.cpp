@@ -1,6 +1,7 @@
 #include "qkv/train/sweep.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +63,16 @@ std::vector<std::string> read_csv_row(const std::string& path, std::vector<std::
   };
   header = split(h);
   return split(r);
+}
+
+// Cores this rank may use: its CPU affinity when the launcher bound it (mpirun binds each of <= 2
+// ranks to a core by default; the runs it starts inherit that), else the machine's cores shared
+// by the ranks on this machine.
+int usable_cores(const dist::Comm& comm) {
+  const int all = int(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < all) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, all / std::max(1, comm.local_size()));
 }
 
 bool finished(const std::string& dir) { return fs::exists(fs::path(dir) / "result.csv"); }
@@ -192,8 +203,7 @@ void write_sweep_results(const SweepPlan& plan, const std::string& out) {
 
 int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) {
   const std::string out = opt.out.empty() ? plan.out : opt.out;
-  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  const int threads = opt.threads > 0 ? opt.threads : std::max(1, cores / std::max(1, opt.jobs));
+  const int threads = opt.threads > 0 ? opt.threads : std::max(1, usable_cores(comm) / std::max(1, opt.jobs));
 
   // A session id shared by every rank: claims of earlier (interrupted) sessions do not count.
   std::string session = std::to_string(hash64(std::uint64_t(::getpid()),
@@ -279,7 +289,9 @@ int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) 
   }
   comm.barrier();
   if (comm.is_root()) write_sweep_results(plan, out);
-  return failures;
+  std::uint64_t all_failures = 0;  // every rank reports the sweep's total
+  for (auto f : comm.allgather(std::uint64_t(failures))) all_failures += f;
+  return int(all_failures);
 }
 
 }  // namespace qkv::train

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -123,7 +124,10 @@ class Trainer {
       : cfg_(cfg), opt_(opt), comm_(comm), progress_(std::int64_t(cfg.train.steps), opt.progress && comm.is_root()) {
     run_dir_ = opt.out.empty() ? cfg.run.out : opt.out;
     const int threads = opt.threads > 0 ? opt.threads : cfg.train.threads;
-    if (threads > 0) set_num_threads(threads);
+    if (threads > 0)
+      set_num_threads(threads);
+    else if (comm.local_size() > 1)  // "all cores" is shared by the ranks on this machine
+      set_num_threads(std::max(1, num_threads() / comm.local_size()));
 
     data::TaskOptions t;
     t.name = cfg.task.name;
@@ -141,6 +145,7 @@ class Trainer {
     model_ = make_model(cfg, *task_, init);
     default_generator().set_state(dropout_seed(cfg.seed), 0);
     params_ = model_->module().parameters();
+    debug_perturb();
     make_optimizer();
     schedule_ = std::make_unique<optim::LrSchedule>(cfg.optimizer.lr, schedule_options());
 
@@ -180,8 +185,10 @@ class Trainer {
     std::string reason = "steps";
 
     while (step_ < total) {
-      if (g_stop || (opt_.stop_after > 0 && step_ - started_at >= opt_.stop_after)) {
-        reason = g_stop ? "interrupted" : "stopped";
+      // A signal may reach some ranks only: stop together, or the others wait in allreduce forever.
+      const bool stop = comm_.size() > 1 ? any_rank(g_stop) : bool(g_stop);
+      if (stop || (opt_.stop_after > 0 && step_ - started_at >= opt_.stop_after)) {
+        reason = stop ? "interrupted" : "stopped";
         break;
       }
       const bool eval_now = (step_ + 1) % std::int64_t(cfg_.train.eval_every) == 0 || step_ + 1 == total;
@@ -191,15 +198,26 @@ class Trainer {
                                            : data_->next_train(cfg_.train.batch_size);
       Variable<float> logits = model_->logits(batch);
       Variable<float> loss = cross_entropy(logits, batch.targets, data::kIgnore, cfg_.train.label_smoothing);
-      double loss_value = loss.item();
+      // The loss is a mean over this rank's scored tokens: the mean of the rank means is the global
+      // mean because every rank scores the same number of tokens (fixed scored positions per example).
+      double sums[3] = {loss.item(), 0, 0};  // loss, correct, counted (this step)
+      if (!has_probe_) count_correct(logits.value(), batch.targets, sums[1], sums[2]);
       if (comm_.size() > 1) {
-        comm_.allreduce_sum(&loss_value, 1);
-        loss_value /= comm_.size();
+        const auto c0 = std::chrono::steady_clock::now();
+        comm_.allreduce_sum(sums, 3);
+        comm_seconds_ += elapsed_since(c0);
+        sums[0] /= comm_.size();
       }
+      const double loss_value = sums[0];
+      train_correct_ += std::int64_t(sums[1]);
+      train_counted_ += std::int64_t(sums[2]);
       if (!std::isfinite(loss_value)) return diverged(result, "loss is " + fmt(loss_value), t0);
-      if (!has_probe_) count_correct(logits.value(), batch.targets);
       loss.backward();
-      if (comm_.size() > 1) average_gradients();
+      if (comm_.size() > 1) {
+        const auto c0 = std::chrono::steady_clock::now();
+        average_gradients();
+        comm_seconds_ += elapsed_since(c0);
+      }
       if (eval_now) record_qk_grad_norms();
       const double norm = cfg_.optimizer.clip_grad_norm > 0 ? optim::clip_grad_norm(params_, cfg_.optimizer.clip_grad_norm)
                                                            : optim::clip_grad_norm(params_, INFINITY);
@@ -207,6 +225,7 @@ class Trainer {
       optimizer_->step();
       optimizer_->zero_grad();
       ++step_;
+      ++steps_run_;
       loss_sum_ += loss_value;
       ++loss_steps_;
       last_grad_norm_ = norm;
@@ -240,6 +259,10 @@ class Trainer {
       }
     }
     std::signal(SIGINT, prev_handler);
+    // Resumed from the final checkpoint (killed before result.csv was written, e.g. in a sweep):
+    // the final evaluation, which the checkpoint does not hold, is recomputed for the result.
+    if (steps_run_ == 0 && step_ >= total && std::isnan(last_eval_.loss))
+      last_eval_ = evaluate(*model_, data_->eval_set(), std::max<std::size_t>(cfg_.train.batch_size, 256));
     save("last.h5");
     progress_.finish();
     result.exit_code = reason == "interrupted" ? 130 : 0;
@@ -333,13 +356,27 @@ class Trainer {
       qk_norms_.push_back({find(name + ".w_q.weight"), find(name + ".w_k.weight")});
   }
 
-  void count_correct(const Array<float>& logits, const IndexArray& targets) {
+  static void count_correct(const Array<float>& logits, const IndexArray& targets, double& correct, double& counted) {
     IndexArray pred = argmax_last(logits);
     for (std::size_t i = 0; i < targets.size(); ++i) {
       if (targets.data()[i] == data::kIgnore) continue;
-      ++train_counted_;
-      train_correct_ += pred.data()[i] == targets.data()[i];
+      ++counted;
+      correct += pred.data()[i] == targets.data()[i];
     }
+  }
+
+  bool any_rank(bool flag) {
+    double f = flag ? 1 : 0;
+    comm_.allreduce_sum(&f, 1);
+    return f > 0;
+  }
+
+  // QKV_DEBUG_PERTURB_RANK=r: nudge one parameter on rank r, so that the ranks' parameters differ
+  // (tests the checksum comparison at checkpoints).
+  void debug_perturb() {
+    const char* r = std::getenv("QKV_DEBUG_PERTURB_RANK");
+    if (!r || comm_.size() < 2 || std::atoi(r) != comm_.rank() || params_.empty()) return;
+    params_.front().value().data()[0] += 1e-3f;
   }
 
   void evaluate_and_log(std::chrono::steady_clock::time_point t0) {
@@ -400,8 +437,12 @@ class Trainer {
       auto sums = comm_.allgather(checksum(model_->module()));
       for (std::size_t r = 1; r < sums.size(); ++r)
         if (sums[r] != sums[0]) {
-          std::fprintf(stderr, "qkv: rank %zu's parameters differ from rank 0's at step %lld (checksums %016llx vs %016llx); stopping\n",
-                       r, (long long)step_, (unsigned long long)sums[r], (unsigned long long)sums[0]);
+          if (comm_.is_root())  // every rank sees the mismatch and stops; one message
+            std::fprintf(stderr, "qkv: rank %zu's parameters differ from rank 0's at step %lld (checksums %016llx vs %016llx): "
+                         "the ranks no longer train the same model (different builds, libraries or CPUs across "
+                         "nodes, or a memory error). Stopping without writing %s; the last checkpoint is %s\n",
+                         r, (long long)step_, (unsigned long long)sums[r], (unsigned long long)sums[0], name.c_str(),
+                         path("last.h5").c_str());
           comm_.abort(4);
         }
     }
@@ -445,6 +486,13 @@ class Trainer {
   }
 
   RunResult finish(RunResult& r, const std::string& reason, std::chrono::steady_clock::time_point t0) {
+    if (comm_.size() > 1 && comm_.is_root() && step_ > 0) {
+      char line[160];
+      std::snprintf(line, sizeof line, "allreduce (loss + gradients): %.3f ms/step, %.1f%% of the run's wall time",
+                    1e3 * comm_seconds_ / double(std::max<std::int64_t>(steps_run_, 1)),
+                    100 * comm_seconds_ / std::max(elapsed_since(t0), 1e-9));
+      log(line);
+    }
     r.stop_reason = reason;
     r.step = step_;
     r.last = last_eval_;
@@ -519,6 +567,8 @@ class Trainer {
   std::vector<std::pair<double, double>> qk_norms_;
   std::int64_t step_ = 0, loss_steps_ = 0, train_correct_ = 0, train_counted_ = 0, steps_to_target_ = -1;
   double loss_sum_ = 0, last_grad_norm_ = NAN, tokens_per_s_ = 0;
+  double comm_seconds_ = 0;      // time in allreduce calls (loss and gradients) of this invocation
+  std::int64_t steps_run_ = 0;   // steps of this invocation
   EvalMetrics last_eval_{NAN, -1, -1}, best_{NAN, -1, -1};
 };
 
@@ -585,8 +635,21 @@ EvalMetrics evaluate(TaskModel& model, const data::Batch& eval, std::size_t batc
 }
 
 RunResult run_training(const config::Config& cfg, const RunOptions& options, dist::Comm& comm) {
-  Trainer trainer(cfg, options, comm);
-  return trainer.run();
+  if (comm.size() == 1) {
+    Trainer trainer(cfg, options, comm);
+    return trainer.run();
+  }
+  // An error on one rank only (a full disk on rank 0, say) must stop them all: the others would
+  // wait in the next allreduce forever. Errors every rank meets alike (a bad config) surface in
+  // the constructor before any collective call, and keep their usual exit status.
+  std::unique_ptr<Trainer> trainer = std::make_unique<Trainer>(cfg, options, comm);
+  try {
+    return trainer->run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv: error on %s: %s; stopping all ranks\n", comm.description().c_str(), e.what());
+    comm.abort(1);
+  }
+  return {};  // not reached: abort does not return
 }
 
 void request_stop() { g_stop = true; }
