@@ -160,7 +160,8 @@ SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& ex
 }
 
 void write_sweep_results(const SweepPlan& plan, const std::string& out) {
-  const std::string tmp = (fs::path(out) / "results.csv.tmp").string();
+  // A per-process temporary name: several sweep processes may share one sweep directory.
+  const std::string tmp = (fs::path(out) / ("results.csv.tmp-" + std::to_string(::getpid()))).string();
   std::ofstream f(tmp);
   std::vector<std::string> result_header;
   bool header_written = false;
@@ -286,6 +287,8 @@ int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) 
     if (opt.verbose)
       std::fprintf(stderr, "[%s] %s %s\n", comm.description().c_str(), ok ? "done " : "FAILED", it->second->name.c_str());
     running.erase(it);
+    // Partial results after every run, so a long sweep can be inspected (or reported) while it runs.
+    if (comm.is_root()) write_sweep_results(plan, out);
   }
   comm.barrier();
   if (comm.is_root()) write_sweep_results(plan, out);

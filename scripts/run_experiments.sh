@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Regenerate the experiments of experiments/README.md: sweeps, tables, plots, README blocks.
+#
+#   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim dropout"]
+#                              [--report-only] [--qkv PATH]
+#
+# --quick        the reduced variants (configs/experiments/quick/, a few minutes each)
+# --jobs N       runs at once (each on one thread; default 2)
+# --report-only  no training: tables and plots from what the sweep directories hold
+# Sweeps go to runs/experiments[-quick]/<name> (finished runs are skipped, interrupted ones
+# resume), tables and PNGs to experiments/<full|quick>/. Each README block is filled from the
+# full variant when its table exists, else from the quick one. Training runs under nice -n 19.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+variant=full
+jobs=2
+only="heads head_dim dropout"
+report_only=0
+qkv=build/qkv
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) variant=quick ;;
+    --jobs) jobs="$2"; shift ;;
+    --only) only="$2"; shift ;;
+    --report-only) report_only=1 ;;
+    --qkv) qkv="$2"; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "run_experiments.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+cfg=configs/experiments
+runs=runs/experiments
+if [ "$variant" = quick ]; then cfg=configs/experiments/quick; runs=runs/experiments-quick; fi
+out=experiments/$variant
+report="/usr/bin/python3 scripts/sweep_report.py"
+mkdir -p "$out"
+[ -x "$qkv" ] || { echo "run_experiments.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
+
+# Header line of every generated block: which variant, which command, when.
+stamp() {
+  local steps
+  steps=$(grep -h "train.steps" "$cfg/$1.yaml" | head -1 | awk '{print $2}')
+  [ -n "$steps" ] || steps=$(awk '/^train:/{t=1} t&&/steps:/{print $2; exit}' configs/experiments/recall.yaml)
+  echo "_Numbers from the **$variant** variant ($steps steps per run, seeds 1-3): \`qkv sweep $cfg/$1.yaml\`," \
+       "report by \`scripts/run_experiments.sh$([ "$variant" = quick ] && echo " --quick")\`, $(date -u +%Y-%m-%d)._"
+  echo
+}
+
+heads_report() {
+  local s=$runs/heads
+  { stamp heads
+    $report table $s --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,attn_entropy,attn_max_weight,wall_s
+    echo
+    echo "![held-out curves]($variant/heads_curves.png) ![final vs heads]($variant/heads_final.png)"
+  } > $out/heads.md
+  $report curves $s --metrics eval_token_acc,eval_loss --title "heads: held-out curves (mean ± std over seeds)" --out $out/heads_curves.png
+  $report final $s --x model.heads --logx --metrics final_token_acc,steps_to_target --out $out/heads_final.png
+  { stamp heads
+    $report table $s --metrics attn_redundancy,attn.redundancy@100,attn_entropy,final_token_acc
+    echo
+    echo "![redundancy vs heads]($variant/redundancy_final.png) ![redundancy during training]($variant/redundancy_curves.png)"
+  } > $out/redundancy.md
+  $report final $s --x model.heads --logx --metrics attn_redundancy,attn.redundancy@100 --out $out/redundancy_final.png
+  $report curves $s --where "model.heads=2|4|8|16|32" --metrics attn.redundancy --out $out/redundancy_curves.png
+  # Attention maps of trained models: every head of each layer for held-out example 0.
+  local h
+  for h in 4 16; do
+    local ck=$s/runs/heads=${h}_seed=1/best.h5
+    [ -f "$ck" ] || continue
+    "$qkv" attention "$ck" --example 0 --out $s/attention_h$h.csv > /dev/null
+    local layer
+    for layer in 0 1; do
+      $report attention $s/attention_h$h.csv --layer blocks.$layer.attn --value-offset 8 \
+        --title "heads=$h, layer $layer (seed 1, held-out example 0): rows queries, columns keys" \
+        --out $out/attention_h${h}_layer$layer.png
+    done
+  done
+}
+
+head_dim_report() {
+  local s=$runs/head_dim
+  { stamp head_dim
+    $report table $s --where model.scale=0 --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,wall_s
+    echo
+    echo "![held-out curves]($variant/head_dim_curves.png) ![final vs d_k]($variant/head_dim_final.png)"
+  } > $out/head_dim.md
+  $report curves $s --where model.scale=0 --metrics eval_token_acc,eval_loss --title "d_k (scaled): held-out curves" --out $out/head_dim_curves.png
+  $report final $s --x model.head_dim --group model.scale --group-labels "0=1/sqrt(d_k),1=unscaled" --logx \
+    --metrics final_token_acc,steps_to_target --out $out/head_dim_final.png
+  { stamp head_dim
+    $report table $s --where "model.head_dim=16|64|256|512" \
+      --metrics steps_to_target,final_token_acc,attn.entropy@100,attn.max_weight@100,attn.grad_q@100,attn.grad_k@100,attn_entropy,attn_max_weight
+    echo
+    echo "![diagnostics during training]($variant/scaling_diagnostics.png) ![held-out curves]($variant/scaling_curves.png)"
+    echo "![diagnostics vs d_k]($variant/scaling_final.png)"
+  } > $out/scaling.md
+  $report curves $s --where "model.head_dim=16|512" --metrics attn.entropy,attn.max_weight,attn.grad_q --log attn.grad_q \
+    --title "d_k 16 and 512, scaled (scale=0) and unscaled (scale=1)" --out $out/scaling_diagnostics.png
+  $report curves $s --where "model.head_dim=16|64|256|512" --metrics eval_token_acc --out $out/scaling_curves.png
+  $report final $s --x model.head_dim --group model.scale --group-labels "0=1/sqrt(d_k),1=unscaled" --logx \
+    --metrics attn.entropy@100,attn.max_weight@100,attn.grad_q@100 --out $out/scaling_final.png
+}
+
+dropout_report() {
+  local s=$runs/dropout
+  { stamp dropout
+    $report table $s --metrics train_token_acc,final_token_acc,best_token_acc,final_seq_acc,final_loss
+    echo
+    echo "![curves]($variant/dropout_curves.png) ![final vs p]($variant/dropout_final.png)"
+  } > $out/dropout.md
+  $report curves $s --metrics train_token_acc,eval_token_acc,eval_loss --title "dropout: train (fixed 128-example set) and held-out" --out $out/dropout_curves.png
+  $report final $s --x model.dropout --metrics train_token_acc,final_token_acc,final_loss --out $out/dropout_final.png
+}
+
+status=0
+for e in $only; do
+  if [ $report_only = 0 ]; then
+    echo "== sweep $cfg/$e.yaml ($jobs jobs)"
+    nice -n 19 "$qkv" sweep "$cfg/$e.yaml" --jobs "$jobs" --threads 1 || { echo "some runs of $e failed (see their train.log)"; status=1; }
+  fi
+  if [ -f "$runs/$e/results.csv" ]; then
+    echo "== report $e ($variant)"
+    ${e}_report
+  else
+    echo "== no results for $e in $runs/$e: skipped"
+  fi
+done
+
+# README blocks: full variant when present, else quick.
+blocks=()
+for b in heads redundancy head_dim scaling dropout; do
+  if [ -f experiments/full/$b.md ]; then blocks+=("$b=experiments/full/$b.md")
+  elif [ -f experiments/quick/$b.md ]; then blocks+=("$b=experiments/quick/$b.md"); fi
+done
+[ ${#blocks[@]} -gt 0 ] && $report fill experiments/README.md "${blocks[@]}"
+exit $status
