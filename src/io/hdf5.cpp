@@ -1,5 +1,8 @@
 #include "qkv/io/hdf5.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 
@@ -254,10 +257,49 @@ void write_string_dataset(hid_t parent, const std::string& name, const std::stri
   check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "cannot write dataset '" + name + "'");
 }
 
+namespace {
+
+// HDF5 allocates a conversion buffer of a variable-length string's declared length before it
+// reads the bytes, so a damaged length (up to 4 GiB, from a few bytes of a small file) would be a
+// 4 GiB allocation (found by tests/fuzz/fuzz_checkpoint). The string's bytes live in the file, so
+// its length cannot exceed the file's size: check that first. For contiguous storage the element
+// on disk starts with its length, a little-endian uint32, at the dataset's offset (after any user
+// block). Compact or unallocated storage has no offset and is left to HDF5.
+void check_vlen_string_length(hid_t dataset, const std::string& path) {
+  const haddr_t offset = H5Dget_offset(dataset);
+  if (offset == HADDR_UNDEF) {
+    H5Eclear2(H5E_DEFAULT);
+    return;
+  }
+  Handle file(H5Iget_file_id(dataset), H5Fclose, "cannot find the file of " + path);
+  hsize_t file_size = 0, user_block = 0;
+  check(H5Fget_filesize(file, &file_size), "cannot read the size of the file of " + path);
+  Handle fcpl(H5Fget_create_plist(file), H5Pclose, "cannot read the creation properties of the file of " + path);
+  check(H5Pget_userblock(fcpl, &user_block), "cannot read the user block size of the file of " + path);
+  const ssize_t name_len = H5Fget_name(file, nullptr, 0);
+  if (name_len <= 0) throw IoError("cannot find the file name of " + path);
+  std::string name(static_cast<std::size_t>(name_len) + 1, '\0');
+  H5Fget_name(file, name.data(), name.size());
+  name.resize(static_cast<std::size_t>(name_len));
+  unsigned char b[4] = {0, 0, 0, 0};
+  int fd = ::open(name.c_str(), O_RDONLY);
+  if (fd < 0) throw IoError("cannot reopen " + name + " to check " + path);
+  const ssize_t got = ::pread(fd, b, sizeof b, static_cast<off_t>(offset + user_block));
+  ::close(fd);
+  if (got != static_cast<ssize_t>(sizeof b)) throw IoError(path + ": the string's data lies past the end of the file");
+  const std::uint64_t length = b[0] | (b[1] << 8) | (b[2] << 16) | (std::uint64_t(b[3]) << 24);
+  if (length > file_size)
+    throw IoError(path + ": damaged string: it declares " + std::to_string(length) + " bytes in a file of " +
+                  std::to_string(file_size));
+}
+
+}  // namespace
+
 std::string read_string_dataset(hid_t dataset, const std::string& path) {
   Handle type(H5Dget_type(dataset), H5Tclose, "H5Dget_type");
   Handle space(H5Dget_space(dataset), H5Sclose, "H5Dget_space");
   if (H5Sget_simple_extent_npoints(space) != 1) throw IoError(path + ": expected a scalar string");
+  if (H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) > 0) check_vlen_string_length(dataset, path);
   return read_string(
       type, [&](hid_t mem, void* buf) { return H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, path);
 }
