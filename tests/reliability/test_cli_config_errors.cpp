@@ -4,6 +4,8 @@
 // the config (the child runs in the case's own directory, so a stray default "runs/..." would
 // show up there too).
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "reliability/process.hpp"
@@ -122,7 +124,7 @@ TEST_CASE("cli config errors: a missing config file and bad arguments exit 2") {
   };
   const std::vector<ArgCase> cases = {
       {"missing config file", {"train", dir + "/nope.yaml"}, "nope.yaml"},
-      {"no config at all", {"train"}, "CONFIG"},
+      {"no config at all", {"train"}, "config"},
       {"unknown option", {"train", config, "--frobnicate"}, "frobnicate"},
       {"non-numeric --threads", {"train", config, "--threads", "many"}, "many"},
       {"--set without value", {"train", config, "--set"}, "--set"},
