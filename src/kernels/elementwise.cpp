@@ -239,6 +239,7 @@ void max_middle(const T* in, T* out, std::int64_t* arg, std::size_t O, std::size
 template <class T>
 void copy_rows(const T* src, std::size_t src_stride, T* dst, std::size_t dst_stride, std::size_t O,
                std::size_t len) {
+  if (len == 0) return;  // empty rows: src/dst may be null, which memcpy does not allow
 #pragma omp parallel for schedule(static) if (O * len > kParallelMin)
   for (long o = 0; o < long(O); ++o)
     std::memcpy(dst + std::size_t(o) * dst_stride, src + std::size_t(o) * src_stride, len * sizeof(T));
@@ -246,6 +247,7 @@ void copy_rows(const T* src, std::size_t src_stride, T* dst, std::size_t dst_str
 
 template <class T>
 void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& perm, T* out) {
+  if (numel(shape) == 0) return;  // nothing to move (and the strides below would divide by 0)
   // Input strides seen in output order, with size-1 dimensions dropped and output neighbours
   // that are also neighbours in the input merged: (B, T, H, D) -> (B, H, T, D) keeps D as a
   // contiguous inner run.

@@ -64,7 +64,8 @@ Variable<T> matmul(const Variable<T>& a, const Variable<T>& b) {
     out_shape = sa;
   }
   out_shape.back() = N;
-  const std::size_t batch = numel(out_shape) / (M * N);
+  std::size_t batch = 1;  // product of the leading dims (not numel / (M * N): M or N may be 0)
+  for (std::size_t d = 0; d + 2 < out_shape.size(); ++d) batch *= out_shape[d];
 
   Array<T> c = Array<T>::from_shape(out_shape);
   const T* A = a.data();
@@ -125,7 +126,7 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
     throw ShapeError("linear: input of shape " + shape_str(sx) + " does not fit weight of shape " +
                      shape_str(sw) + " (expected input (..., " + (sw.size() == 2 ? std::to_string(sw[1]) : "in") +
                      ") and weight (out, in))");
-  const std::size_t in = sw[1], out = sw[0], rows = x.size() / in;
+  const std::size_t in = sw[1], out = sw[0], rows = numel(Shape(sx.begin(), sx.end() - 1));  // in may be 0
   if (bias.defined() && (bias.ndim() != 1 || bias.dim(0) != out))
     throw ShapeError("linear: bias of shape " + shape_str(bias.shape()) + " does not fit weight of shape " +
                      shape_str(sw) + " (expected (" + std::to_string(out) + "))");
