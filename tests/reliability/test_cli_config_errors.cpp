@@ -86,7 +86,8 @@ TEST_CASE("cli config errors: each malformed config exits 2 naming file, line an
 
   int n = 0;
   for (const Case& c : cases) {
-    CAPTURE(c.what);
+    const std::string what = c.what;
+    CAPTURE(what);
     const std::string dir = root + "/case" + std::to_string(n++);
     fs::create_directories(dir);
     const std::string config = dir + "/config.yaml";
@@ -128,10 +129,11 @@ TEST_CASE("cli config errors: a missing config file and bad arguments exit 2") {
       {"unknown option", {"train", config, "--frobnicate"}, "frobnicate"},
       {"non-numeric --threads", {"train", config, "--threads", "many"}, "many"},
       {"--set without value", {"train", config, "--set"}, "--set"},
-      {"unknown command", {"trian", config}, "trian"},
+      {"unknown command", {"trian", config}, "subcommand"},
   };
   for (auto& c : cases) {
-    CAPTURE(c.what);
+    const std::string what = c.what;
+    CAPTURE(what);
     test::ProcessResult r = test::run_process(test::qkv_command(c.args));
     CAPTURE(r.describe());
     CHECK(r.signal == 0);

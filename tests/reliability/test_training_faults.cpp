@@ -46,61 +46,95 @@ bool all_finite(const io::Checkpoint& c) {
   return true;
 }
 
+// One kill-and-resume trial; runs on its own thread, so it only records what it saw.
+struct Trial {
+  bool by_temp_file = false;   // kill when a checkpoint's temporary file is seen, else at a time
+  double delay = 0;            // seconds (by time)
+  int skip = 0;                // temporary files to let pass first (by temp file)
+  bool killed_during_write = false, killed_before_first = false;
+  std::vector<std::string> load_errors;  // checkpoints on disk after the kill that did not load
+  test::ProcessResult resumed;
+  std::string fingerprint, metrics;
+};
+
+void run_trial(Trial& t, const std::string& root, int index, int steps, int every) {
+  const std::string id = std::to_string(index), dir = root + "/trial" + id;
+  const std::string config = test::write_config(root + "/cfg" + id, test::tiny_config(dir, steps, every));
+  {
+    test::Child child(test::qkv_command({"train", config, "--quiet"}), root + "/out" + id, root + "/err" + id);
+    if (!t.by_temp_file) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(t.delay));
+    } else {
+      int seen = 0;
+      std::string last_seen;
+      wait_until(
+          [&] {
+            auto tmps = test::temp_files(dir);
+            if (!tmps.empty() && tmps[0] != last_seen) last_seen = tmps[0], ++seen;
+            t.killed_during_write = !tmps.empty() && seen > t.skip;
+            return t.killed_during_write || !child.running();
+          },
+          30s, 200us);
+    }
+    child.signal(SIGKILL);
+    child.wait();
+  }
+  for (auto& f : fs::recursive_directory_iterator(dir)) {
+    if (f.path().extension() != ".h5") continue;
+    try {
+      io::load_checkpoint(f.path().string());
+    } catch (const std::exception& e) {
+      t.load_errors.push_back(e.what());
+    }
+  }
+  std::vector<std::string> args = {config};
+  t.killed_before_first = !fs::exists(dir + "/last.h5");
+  if (!t.killed_before_first) args.insert(args.end(), {"--resume", dir + "/last.h5"});
+  t.resumed = train(args);
+  if (t.resumed.exit_code != 0) return;
+  t.fingerprint = test::checkpoint_fingerprint(dir + "/last.h5");
+  t.metrics = test::deterministic_metrics(dir);
+}
+
 }  // namespace
 
 TEST_CASE("training faults: SIGKILL at 20 random moments, incl. during checkpoint writes; resume matches an uninterrupted run") {
   const std::string root = test::temp_dir("faults_kill");
-  const int steps = 30;
+  const int steps = 18, every = 3;  // 6 checkpoints (12 fsync'ed saves): about 0.4 s per run
   const std::string ref_dir = root + "/reference";
-  auto ref = train({test::write_config(root + "/ref_cfg", test::tiny_config(ref_dir, steps, 1))});
+  auto ref = train({test::write_config(root + "/ref_cfg", test::tiny_config(ref_dir, steps, every))});
   REQUIRE_MESSAGE(ref.exit_code == 0, ref.describe());
   const std::string want_ckpt = test::checkpoint_fingerprint(ref_dir + "/last.h5");
   const std::string want_metrics = test::deterministic_metrics(ref_dir);
-  const double run_seconds = ref.seconds;
-  MESSAGE("uninterrupted run: " << run_seconds << " s");
+  MESSAGE("uninterrupted run: " << ref.seconds << " s");
 
+  // Seeded kill moments: even trials at a random time of the run, odd ones the moment the n-th
+  // checkpoint temporary file appears. Two trials run at a time (one per core).
   Generator rng(2024);
-  int killed_during_write = 0, killed_before_first = 0;
-  for (int trial = 0; trial < 20; ++trial) {
-    CAPTURE(trial);
-    const std::string dir = root + "/trial" + std::to_string(trial);
-    const std::string config = test::write_config(root + "/cfg" + std::to_string(trial), test::tiny_config(dir, steps, 1));
-    {
-      test::Child child(test::qkv_command({"train", config, "--quiet"}), root + "/out" + std::to_string(trial),
-                        root + "/err" + std::to_string(trial));
-      if (trial % 2 == 0) {
-        // A random moment of the run.
-        std::this_thread::sleep_for(std::chrono::duration<double>(rng.uniform(0.0, 1.0) * run_seconds));
-      } else {
-        // The moment a checkpoint's temporary file is seen (the n-th one, n random).
-        int skip = int(rng.uniform(0.0, 8.0));
-        int seen = 0;
-        std::string last_seen;
-        bool hit = wait_until(
-            [&] {
-              auto tmps = test::temp_files(dir);
-              if (!tmps.empty() && tmps[0] != last_seen) last_seen = tmps[0], ++seen;
-              return !tmps.empty() && seen > skip;
-            },
-            std::chrono::duration<double>(3 * run_seconds + 1), 200us);
-        if (hit) ++killed_during_write;
-      }
-      child.signal(SIGKILL);
-      child.wait();
-    }
-    // Every checkpoint that exists loads; then finish the run, from last.h5 when there is one.
-    for (auto& f : fs::recursive_directory_iterator(dir))
-      if (f.path().extension() == ".h5") CHECK_NOTHROW(io::load_checkpoint(f.path().string()));
-    std::vector<std::string> args = {config};
-    if (fs::exists(dir + "/last.h5")) args.insert(args.end(), {"--resume", dir + "/last.h5"});
-    else ++killed_before_first;
-    auto r = train(args);
-    REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
-    CHECK(test::checkpoint_fingerprint(dir + "/last.h5") == want_ckpt);
-    CHECK(test::deterministic_metrics(dir) == want_metrics);
+  std::vector<Trial> trials(20);
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    trials[i].by_temp_file = i % 2 == 1;
+    trials[i].delay = rng.uniform(0.05, 1.0) * ref.seconds;
+    trials[i].skip = int(rng.uniform(0.0, 2.0 * steps / every - 1));
   }
-  MESSAGE("kills seen during a checkpoint write: " << killed_during_write << ", before the first: " << killed_before_first);
-  CHECK(killed_during_write >= 5);
+  for (std::size_t i = 0; i < trials.size(); i += 2) {
+    std::thread other([&, i] { run_trial(trials[i + 1], root, int(i + 1), steps, every); });
+    run_trial(trials[i], root, int(i), steps, every);
+    other.join();
+  }
+  int during_write = 0, before_first = 0;
+  for (std::size_t i = 0; i < trials.size(); ++i) {
+    const Trial& t = trials[i];
+    CAPTURE(i);
+    for (auto& e : t.load_errors) CHECK_MESSAGE(false, "a checkpoint left by the kill does not load: ", e);
+    REQUIRE_MESSAGE(t.resumed.exit_code == 0, t.resumed.describe());
+    CHECK(t.fingerprint == want_ckpt);
+    CHECK(t.metrics == want_metrics);
+    during_write += t.killed_during_write;
+    before_first += t.killed_before_first;
+  }
+  MESSAGE("kills seen during a checkpoint write: " << during_write << ", before the first checkpoint: " << before_first);
+  CHECK(during_write >= 5);
 }
 
 TEST_CASE("training faults: a full disk is a clear error and the previous checkpoint stays intact") {
@@ -122,8 +156,8 @@ TEST_CASE("training faults: a full disk is a clear error and the previous checkp
   CAPTURE(r.describe());
   CHECK(r.signal == 0);
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find("last.h5") != std::string::npos);
-  CHECK(r.err.find("File too large") != std::string::npos);
+  CHECK(r.err.find(dir) != std::string::npos);               // names the file it could not write
+  CHECK(r.err.find("File too large") != std::string::npos);  // and why (EFBIG)
   CHECK(test::read_file(dir + "/last.h5") == before);
   CHECK(test::temp_files(root).empty());
   CHECK(io::load_checkpoint(dir + "/last.h5").step == 4);
