@@ -98,11 +98,18 @@ std::string checkpoint_fingerprint(const std::string& path) {
 }
 
 std::vector<std::string> temp_files(const std::string& dir) {
-  std::vector<std::string> found;
-  if (!fs::is_directory(dir)) return found;
-  for (auto& e : fs::recursive_directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp-") != std::string::npos) found.push_back(e.path().string());
-  return found;
+  // The directory may change while it is listed (a running trainer renames files): list with
+  // error codes, and retry a listing that failed.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    fs::recursive_directory_iterator it(dir, ec), end;
+    for (; !ec && it != end; it.increment(ec))
+      if (it->path().filename().string().find(".tmp-") != std::string::npos) found.push_back(it->path().string());
+    if (!ec) return found;
+    if (!fs::is_directory(dir)) return {};
+  }
+  return {};
 }
 
 }  // namespace qkv::test

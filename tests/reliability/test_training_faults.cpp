@@ -79,7 +79,8 @@ void run_trial(Trial& t, const std::string& root, int index, int steps, int ever
     child.signal(SIGKILL);
     child.wait();
   }
-  for (auto& f : fs::recursive_directory_iterator(dir)) {
+  // (A kill before the run directory exists leaves nothing to check.)
+  for (auto& f : fs::is_directory(dir) ? fs::recursive_directory_iterator(dir) : fs::recursive_directory_iterator()) {
     if (f.path().extension() != ".h5") continue;
     try {
       io::load_checkpoint(f.path().string());
@@ -117,11 +118,20 @@ TEST_CASE("training faults: SIGKILL at 20 random moments, incl. during checkpoin
     trials[i].delay = rng.uniform(0.05, 1.0) * ref.seconds;
     trials[i].skip = int(rng.uniform(0.0, 2.0 * steps / every - 1));
   }
+  std::vector<std::string> failures(trials.size());
+  auto guarded = [&](std::size_t i) {
+    try {
+      run_trial(trials[i], root, int(i), steps, every);
+    } catch (const std::exception& e) {
+      failures[i] = e.what();
+    }
+  };
   for (std::size_t i = 0; i < trials.size(); i += 2) {
-    std::thread other([&, i] { run_trial(trials[i + 1], root, int(i + 1), steps, every); });
-    run_trial(trials[i], root, int(i), steps, every);
+    std::thread other(guarded, i + 1);
+    guarded(i);
     other.join();
   }
+  for (auto& f : failures) REQUIRE_MESSAGE(f.empty(), f);
   int during_write = 0, before_first = 0;
   for (std::size_t i = 0; i < trials.size(); ++i) {
     const Trial& t = trials[i];
