@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the experiments of experiments/README.md: sweeps, tables, plots, README blocks.
 #
-#   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim dropout"]
+#   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim scaling dropout"]
 #                              [--report-only] [--qkv PATH]
 #
 # --quick        the reduced variants (configs/experiments/quick/, a few minutes each)
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 variant=full
 jobs=2
-only="heads head_dim dropout"
+only="heads head_dim scaling dropout"
 report_only=0
 qkv=build/qkv
 while [ $# -gt 0 ]; do
@@ -83,25 +83,29 @@ heads_report() {
 head_dim_report() {
   local s=$runs/head_dim
   { stamp head_dim
-    $report table $s --where model.scale=0 --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,wall_s
+    $report table $s --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,attn_entropy,attn_max_weight,wall_s
     echo
     echo "![held-out curves]($variant/head_dim_curves.png) ![final vs d_k]($variant/head_dim_final.png)"
   } > $out/head_dim.md
-  $report curves $s --where model.scale=0 --metrics eval_token_acc,eval_loss --title "d_k (scaled): held-out curves" --out $out/head_dim_curves.png
-  $report final $s --x model.head_dim --group model.scale --group-labels "0=1/sqrt(d_k),1=unscaled" --logx \
-    --metrics final_token_acc,steps_to_target --out $out/head_dim_final.png
-  { stamp head_dim
-    $report table $s --where "model.head_dim=16|64|256|512" \
-      --metrics steps_to_target,final_token_acc,attn.entropy@100,attn.max_weight@100,attn.grad_q@100,attn.grad_k@100,attn_entropy,attn_max_weight
+  $report curves $s --metrics eval_token_acc,eval_loss --title "d_k (1 head, scaled): held-out curves" --out $out/head_dim_curves.png
+  $report final $s --x model.head_dim --logx --metrics final_token_acc,steps_to_target --out $out/head_dim_final.png
+}
+
+# The scaled arm is the head_dim sweep, the unscaled arm the scaling sweep.
+scaling_report() {
+  local s=$runs/head_dim+$runs/scaling dims="model.head_dim=16|64|256|512"
+  { stamp scaling
+    $report table $s --where "$dims" \
+      --metrics final_token_acc,steps_to_target,attn.entropy@50,attn.max_weight@50,attn.grad_q@50,attn_entropy,attn_max_weight,attn_grad_q,attn_grad_k
     echo
-    echo "![diagnostics during training]($variant/scaling_diagnostics.png) ![held-out curves]($variant/scaling_curves.png)"
-    echo "![diagnostics vs d_k]($variant/scaling_final.png)"
+    echo "![diagnostics during training]($variant/scaling_diagnostics.png)"
+    echo "![held-out curves]($variant/scaling_curves.png) ![diagnostics vs d_k]($variant/scaling_final.png)"
   } > $out/scaling.md
-  $report curves $s --where "model.head_dim=16|512" --metrics attn.entropy,attn.max_weight,attn.grad_q --log attn.grad_q \
-    --title "d_k 16 and 512, scaled (scale=0) and unscaled (scale=1)" --out $out/scaling_diagnostics.png
-  $report curves $s --where "model.head_dim=16|64|256|512" --metrics eval_token_acc --out $out/scaling_curves.png
-  $report final $s --x model.head_dim --group model.scale --group-labels "0=1/sqrt(d_k),1=unscaled" --logx \
-    --metrics attn.entropy@100,attn.max_weight@100,attn.grad_q@100 --out $out/scaling_final.png
+  $report curves $s --where "model.head_dim=16|512" --metrics attn.entropy,attn.max_weight,attn.grad_q,attn.grad_k \
+    --log attn.grad_q,attn.grad_k --title "d_k 16 and 512, scaled (scale=0) and unscaled (scale=1)" --out $out/scaling_diagnostics.png
+  $report curves $s --where "$dims" --metrics eval_token_acc,eval_loss --out $out/scaling_curves.png
+  $report final $s --where "$dims" --x model.head_dim --group model.scale --group-labels "0=1/sqrt(d_k),1=unscaled" --logx \
+    --metrics final_token_acc,attn.entropy@50,attn.max_weight@50,attn.grad_q@50 --out $out/scaling_final.png
 }
 
 dropout_report() {
@@ -121,7 +125,7 @@ for e in $only; do
     echo "== sweep $cfg/$e.yaml ($jobs jobs)"
     nice -n 19 "$qkv" sweep "$cfg/$e.yaml" --jobs "$jobs" --threads 1 || { echo "some runs of $e failed (see their train.log)"; status=1; }
   fi
-  if [ -f "$runs/$e/results.csv" ]; then
+  if [ -f "$runs/$e/results.csv" ] && { [ $e != scaling ] || [ -f "$runs/head_dim/results.csv" ]; }; then
     echo "== report $e ($variant)"
     ${e}_report
   else

@@ -22,9 +22,13 @@ import os
 import re
 import sys
 
+import warnings
+
 import numpy as np
 
-# name -> (column label, multiplier, decimals)
+warnings.filterwarnings("ignore", message="Mean of empty slice")  # all-NaN columns (1 head: no redundancy)
+
+# name -> (column label, multiplier, decimals or a format spec)
 METRICS = {
     "final_token_acc": ("held-out token acc %", 100, 1),
     "best_token_acc": ("best held-out token acc %", 100, 1),
@@ -37,8 +41,8 @@ METRICS = {
     "tokens_per_s": ("tokens/s", 1, 0),
     "attn_entropy": ("attn entropy (nats)", 1, 2),
     "attn_max_weight": ("attn max weight", 1, 2),
-    "attn_grad_q": ("grad norm W_q", 1, 4),
-    "attn_grad_k": ("grad norm W_k", 1, 4),
+    "attn_grad_q": ("grad norm W_q", 1, ".1e"),
+    "attn_grad_k": ("grad norm W_k", 1, ".1e"),
     "attn_redundancy": ("head redundancy", 1, 2),
     "eval_token_acc": ("held-out token acc", 1, 3),
     "eval_loss": ("held-out loss", 1, 3),
@@ -68,18 +72,24 @@ class Sweep:
     """results.csv of one sweep: grid keys, and runs grouped by setting (grid values)."""
 
     def __init__(self, path):
-        self.dir = path
-        file = os.path.join(path, "results.csv")
-        if not os.path.exists(file):
-            sys.exit(f"sweep_report: {file} does not exist (run `qkv sweep` first)")
-        with open(file, newline="") as f:
-            header = next(csv.reader(f))
-        if "run" not in header or "seed" not in header:
-            sys.exit(f"sweep_report: {file}: expected columns run, <grid keys>, seed, ...; found {header}")
-        self.keys = header[1:header.index("seed")]
-        self.rows = read_csv(file)
-        self.settings = []  # in plan order
-        self.runs = {}      # setting -> rows
+        # SWEEP may join several sweep directories with '+' (same grid keys): their runs are pooled,
+        # e.g. the scaled and unscaled arms of one comparison.
+        self.keys, self.rows, self.settings, self.runs = None, [], [], {}
+        for d in path.split("+"):
+            file = os.path.join(d, "results.csv")
+            if not os.path.exists(file):
+                sys.exit(f"sweep_report: {file} does not exist (run `qkv sweep` first)")
+            with open(file, newline="") as f:
+                header = next(csv.reader(f))
+            if "run" not in header or "seed" not in header:
+                sys.exit(f"sweep_report: {file}: expected columns run, <grid keys>, seed, ...; found {header}")
+            keys = header[1:header.index("seed")]
+            if self.keys is not None and keys != self.keys:
+                sys.exit(f"sweep_report: {file}: grid keys {keys} differ from {self.keys}")
+            self.keys = keys
+            for r in read_csv(file):
+                r["_dir"] = d
+                self.rows.append(r)
         for r in self.rows:
             s = tuple(r[k] for k in self.keys)
             if s not in self.runs:
@@ -119,7 +129,7 @@ class Sweep:
         return [r for r in self.runs[setting] if r.get("status") in ("steps", "target", "diverged")]
 
     def metrics_csv(self, run):
-        path = os.path.join(self.dir, "runs", run["run"], "metrics.csv")
+        path = os.path.join(run["_dir"], "runs", run["run"], "metrics.csv")
         return read_csv(path) if os.path.exists(path) else []
 
 
@@ -150,7 +160,8 @@ def fmt_cell(metric, values):
     m, s, n = mean_std([v * mult for v in values])
     if n == 0:
         return "n/a"
-    return f"{m:.{dec}f} ± {s:.{dec}f}"
+    spec = dec if isinstance(dec, str) else f".{dec}f"
+    return f"{m:{spec}} ± {s:{spec}}"
 
 
 def cmd_table(a):
@@ -212,21 +223,38 @@ def cmd_curves(a):
     for ax, metric in zip(axes[0], metrics):
         for color, s in zip(colors, sw.settings):
             by_step = {}
-            for r in sw.done(s):
+            done = sw.done(s)
+            for r in done:
                 rows = sw.metrics_csv(r)
-                for step, v in zip(column(rows, "step"), column(rows, metric)):
+                steps, vals = column(rows, "step"), column(rows, metric)
+                if r["status"] == "target" and steps:
+                    # Stopped when solved: hold its last value, so the mean is not over survivors only.
+                    grid = sorted({t for rr in done for t in column(sw.metrics_csv(rr), "step")})
+                    extra = [t for t in grid if t > steps[-1]]
+                    steps, vals = steps + extra, vals + [vals[-1]] * len(extra)
+                for step, v in zip(steps, vals):
                     by_step.setdefault(step, []).append(v)
             if not by_step:
                 continue
             steps = sorted(by_step)
-            m = np.array([np.nanmean(by_step[t]) for t in steps])
-            sd = np.array([np.nanstd(by_step[t]) for t in steps])
+            if metric in a.log.split(","):  # geometric mean, band of +-1 std of log10
+                logs = {t: np.log10(np.maximum(by_step[t], 1e-30)) for t in steps}
+                m = np.array([10 ** np.nanmean(logs[t]) for t in steps])
+                sd = np.array([np.nanstd(logs[t]) for t in steps])
+                lo, hi = m / 10 ** sd, m * 10 ** sd
+            else:
+                m = np.array([np.nanmean(by_step[t]) for t in steps])
+                sd = np.array([np.nanstd(by_step[t]) for t in steps])
+                lo, hi = m - sd, m + sd
             ax.plot(steps, m, color=color, lw=1, label=sw.label(s))
-            ax.fill_between(steps, m - sd, m + sd, color=color, alpha=0.15, lw=0)
+            if "acc" in metric:  # an accuracy band beyond [0, 1] means nothing
+                lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
+            ax.fill_between(steps, lo, hi, color=color, alpha=0.15, lw=0)
         ax.set_xlabel("step")
         ax.set_title(metric_info(metric)[0])
-        if a.log and metric in a.log.split(","):
+        if metric in a.log.split(","):
             ax.set_yscale("log")
+            ax.set_title(ax.get_title() + " (geometric mean)")
     axes[0][-1].legend(loc="best", ncol=1 if len(sw.settings) <= 8 else 2)
     if a.title:
         fig.suptitle(a.title)
@@ -306,7 +334,7 @@ def cmd_attention(a):
         qtok[i], ktok[j] = name(r["query_token"]), name(r["key_token"])
     cols = min(H, 4)
     nrows = (H + cols - 1) // cols
-    size = 1.9 if H > 1 else 2.8
+    size = 2.3 if H > 1 else 3.0
     fig, axes = plt.subplots(nrows, cols, figsize=(size * cols + 0.4, size * nrows + 0.3), squeeze=False)
     for h in range(nrows * cols):
         ax = axes[h // cols][h % cols]
@@ -316,9 +344,9 @@ def cmd_attention(a):
         ax.imshow(w[h], vmin=0, vmax=1, cmap="magma")
         ax.set_title(f"head {h}")
         ax.set_xticks(range(Tk))
-        ax.set_xticklabels(ktok, rotation=90, fontsize=4.5)
+        ax.set_xticklabels(ktok, rotation=90, fontsize=6)
         ax.set_yticks(range(Tq))
-        ax.set_yticklabels(qtok, fontsize=4.5)
+        ax.set_yticklabels(qtok, fontsize=6)
         ax.tick_params(length=1, pad=1)
     fig.suptitle(a.title or f"{layer}: attention weights (rows: queries, columns: keys)")
     save(fig, a.out)
