@@ -144,6 +144,7 @@ class Trainer {
     Generator init(init_seed(cfg.seed));
     model_ = make_model(cfg, *task_, init);
     default_generator().set_state(dropout_seed(cfg.seed), 0);
+    default_generator().set_shard(std::uint64_t(comm.rank()), std::uint64_t(comm.size()));
     params_ = model_->module().parameters();
     debug_perturb();
     make_optimizer();

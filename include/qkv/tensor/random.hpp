@@ -40,10 +40,19 @@ class Generator {
   void manual_seed(std::uint64_t seed) { set_state(seed, 0); }
 
   /// Reserve n draws: returns the first counter; draw i is uniform_at(seed(), first + i).
+  /// Sharded (see set_shard), rank r of w gets first = offset + r n and the offset advances by w n.
   std::uint64_t reserve(std::uint64_t n) {
-    std::uint64_t first = offset_;
-    offset_ += n;
+    std::uint64_t first = offset_ + shard_rank_ * n;
+    offset_ += shard_world_ * n;
     return first;
+  }
+  /// Data parallelism: process `rank` of `world` holds rows [rank b, (rank+1) b) of every
+  /// batch-major tensor of a global batch of world * b rows. Sharding makes reserve() hand each
+  /// process the draws of its rows in the whole tensor, so dropout masks (and so the training
+  /// trajectory) do not depend on how the batch is split across processes.
+  void set_shard(std::uint64_t rank, std::uint64_t world) {
+    shard_rank_ = rank;
+    shard_world_ = world;
   }
   std::uint64_t next_u64() { return hash64(seed_, offset_++); }
   /// Uniform in [0, 1).
@@ -58,6 +67,7 @@ class Generator {
  private:
   std::uint64_t seed_ = 0;
   std::uint64_t offset_ = 0;
+  std::uint64_t shard_rank_ = 0, shard_world_ = 1;
 };
 
 /// The process-wide generator used by dropout when no generator is given; seeded by the trainer.
