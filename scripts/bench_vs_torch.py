@@ -38,9 +38,47 @@ WORKLOADS = {
 }
 
 
-def torch_worker(args):
+def make_torch_model(V, C, H, L, FF, p, max_len, num_classes=None, activation="gelu", norm_first=True,
+                     learned_positions=False):
+    """qkv's nn::EncoderModel in PyTorch. Parameter names map one to one onto qkv's (see
+    scripts/bench_parity.py); q/k/v are the three (C, C) blocks of blocks.<i>.self_attn.in_proj_weight."""
     import torch
     import torch.nn as nn
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok_emb = nn.Embedding(V, C)  # N(0, 1), not scaled
+            if learned_positions:
+                self.pos = nn.Parameter(torch.randn(max_len, C) * 0.02)
+            else:
+                t = torch.arange(max_len, dtype=torch.float64)[:, None]
+                j = torch.arange(C)
+                angle = t * torch.pow(10000.0, -(j - j % 2).double() / C)[None, :]
+                self.register_buffer("pe", torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).float())
+            self.drop = nn.Dropout(p)
+            self.blocks = nn.ModuleList(
+                nn.TransformerEncoderLayer(C, H, FF, p, activation=activation, batch_first=True,
+                                           norm_first=norm_first) for _ in range(L))
+            for blk in self.blocks:
+                with torch.no_grad():
+                    for k in range(3):
+                        nn.init.xavier_uniform_(blk.self_attn.in_proj_weight[k * C:(k + 1) * C])
+            self.norm = nn.LayerNorm(C) if norm_first else None
+            self.head = nn.Linear(C, num_classes or V)
+
+        def forward(self, x):
+            pos = self.pos if learned_positions else self.pe
+            h = self.drop(self.tok_emb(x) + pos[: x.shape[1]])
+            for blk in self.blocks:
+                h = blk(h)
+            return self.head(self.norm(h) if self.norm is not None else h)
+
+    return Model()
+
+
+def torch_worker(args):
+    import torch
     import torch.nn.functional as F
 
     torch.set_num_threads(args.threads)
@@ -49,34 +87,7 @@ def torch_worker(args):
     p = args.dropout
     torch.manual_seed(args.seed)
 
-    class Model(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.tok_emb = nn.Embedding(V, C)  # N(0, 1)
-            pos = torch.arange(T, dtype=torch.float64)[:, None]
-            j = torch.arange(C)
-            angle = pos * torch.pow(10000.0, -(j - j % 2).double() / C)[None, :]
-            pe = torch.where(j % 2 == 0, torch.sin(angle), torch.cos(angle)).float()
-            self.register_buffer("pe", pe)
-            self.drop = nn.Dropout(p)
-            self.blocks = nn.ModuleList(
-                nn.TransformerEncoderLayer(C, H, FF, p, activation="gelu", batch_first=True, norm_first=True)
-                for _ in range(L))
-            for blk in self.blocks:
-                w = blk.self_attn.in_proj_weight
-                with torch.no_grad():
-                    for k in range(3):
-                        nn.init.xavier_uniform_(w[k * C:(k + 1) * C])
-            self.norm = nn.LayerNorm(C)
-            self.head = nn.Linear(C, V)
-
-        def forward(self, x):
-            h = self.drop(self.tok_emb(x) + self.pe[: x.shape[1]])
-            for blk in self.blocks:
-                h = blk(h)
-            return self.head(self.norm(h))
-
-    model = Model()
+    model = make_torch_model(V, C, H, L, FF, p, T)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     params = list(model.parameters())

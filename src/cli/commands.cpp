@@ -183,6 +183,31 @@ int attention(const std::string& path, std::size_t example, const std::string& o
   });
 }
 
+int logits(const std::string& path, std::size_t count, const std::string& out) {
+  return guarded([&] {
+    Loaded l = load(path, {});
+    if (l.task->seq2seq()) throw ValueError("logits: " + path + " is an encoder-decoder model; only encoder models are supported");
+    const IndexArray& all = l.data->eval_set().inputs;
+    const std::size_t N = std::min(count, all.shape()[0]), T = all.shape()[1];
+    data::Batch b;
+    b.inputs = IndexArray::from_shape({N, T});
+    std::copy(all.data(), all.data() + N * T, b.inputs.data());
+    NoGradGuard no_grad;
+    const Array<float> y = l.model->logits(b).value();
+    const std::size_t V = y.shape()[2];
+    std::FILE* f = std::fopen(out.c_str(), "w");
+    if (!f) throw io::IoError("cannot write " + out);
+    std::fprintf(f, "%zu %zu %zu\n", N, T, V);
+    for (std::size_t i = 0; i < N; ++i)
+      for (std::size_t t = 0; t < T; ++t) std::fprintf(f, "%lld%c", (long long)b.inputs(i, t), t + 1 < T ? ' ' : '\n');
+    for (std::size_t r = 0; r < N * T; ++r)
+      for (std::size_t c = 0; c < V; ++c) std::fprintf(f, "%.9g%c", y.data()[r * V + c], c + 1 < V ? ' ' : '\n');
+    if (std::fclose(f) != 0) throw io::IoError("cannot write " + out);
+    std::printf("wrote logits (%zu, %zu, %zu) of %s to %s\n", N, T, V, path.c_str(), out.c_str());
+    return 0;
+  });
+}
+
 int gradcheck() {
   return guarded([&] {
     auto results = train::run_layer_gradchecks();

@@ -23,6 +23,9 @@ int eval(const std::string& checkpoint, const std::vector<std::string>& override
 int inspect(const std::string& checkpoint);
 int attention(const std::string& checkpoint, std::size_t example, const std::string& out);
 int gradcheck();
+/// Logits of the first `count` held-out examples (encoder models) as text: a line "N T V", N lines
+/// of input tokens, then N*T lines of V logits (%.9g). For checking against other frameworks.
+int logits(const std::string& checkpoint, std::size_t count, const std::string& out);
 int info();
 
 struct SweepArgs {

@@ -41,6 +41,14 @@ int main(int argc, char** argv) {
   attention->add_option("--out", attn_out, "Also write the weights as CSV (layer,head,query,key,weight,...)");
   attention->callback([&] { status = qkv::cli::attention(ckpt, example, attn_out); });
 
+  std::size_t logits_count = 4;
+  std::string logits_out;
+  auto* logits = app.add_subcommand("logits", "Logits of the first held-out examples, as text (for parity checks)");
+  logits->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
+  logits->add_option("--count", logits_count, "Number of held-out examples")->check(CLI::PositiveNumber);
+  logits->add_option("--out", logits_out, "Output file")->required();
+  logits->callback([&] { status = qkv::cli::logits(ckpt, logits_count, logits_out); });
+
   auto* gradcheck = app.add_subcommand("gradcheck", "Gradient-check every layer in float64 and print a table");
   gradcheck->callback([&] { status = qkv::cli::gradcheck(); });
 
