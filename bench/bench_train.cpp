@@ -83,6 +83,7 @@ constexpr Workload kWorkloads[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  prefer_passive_omp_wait(argv);  // as the qkv command does
   const Workload* w = nullptr;
   int threads = 1, steps = 20, warmup = 5;
   double dropout = 0.1;

@@ -17,7 +17,8 @@ the q/k/v projections Xavier-uniform on its own (C, C) block, zero attention bia
 (per-position labels: the sorted input). Step: batch, forward, cross-entropy, backward,
 clip_grad_norm_(1.0), AdamW(lr 1e-3, weight decay 0.01), zero_grad.
 
-PyTorch runs with its best settings here: torch.set_num_threads(n), OPENBLAS_NUM_THREADS=n and
+PyTorch runs with its best settings here: torch.set_num_threads(n), OMP_WAIT_POLICY=passive (what
+qkv does by default; see kernels/parallel.hpp), OPENBLAS_NUM_THREADS=n and
 OPENBLAS_CORETYPE=SkylakeX for the OpenBLAS it calls (Debian's torch uses the system libblas).
 """
 import argparse
@@ -150,6 +151,7 @@ def main():
             steps = args.steps or default_steps[wl]
             q_env = dict(os.environ)
             t_env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n),
+                         OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"),
                          OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "SkylakeX"))
             common = ["--workload", wl, "--steps", str(steps), "--warmup", str(args.warmup),
                       "--dropout", str(args.dropout), "--seed", str(args.seed)]

@@ -2,8 +2,10 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 int main(int argc, char** argv) {
+  qkv::prefer_passive_omp_wait(argv);
   CLI::App app{"qkv: train attention models and look inside them"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
