@@ -14,10 +14,10 @@ nn::TransformerOptions transformer_options(const config::ModelConfig& m) {
   o.d_ff = m.d_ff;
   o.dropout = m.dropout;
   o.attn_dropout = m.attn_dropout;
-  o.activation = m.activation == "relu" ? nn::Activation::Relu : nn::Activation::Gelu;
+  o.activation = nn::parse_activation(m.activation);
   o.norm_first = m.norm_first;
-  o.positional = m.positional == "learned" ? nn::Positional::Learned : nn::Positional::Sinusoidal;
-  o.impl = m.attention == "composite" ? AttentionImpl::Composite : AttentionImpl::Fused;
+  o.positional = nn::parse_positional(m.positional);
+  o.impl = nn::parse_attention_impl(m.attention);
   if (m.scale > 0) o.scale = m.scale;
   return o;
 }

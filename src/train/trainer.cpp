@@ -212,7 +212,7 @@ class Trainer {
       const double loss_value = sums[0];
       train_correct_ += std::int64_t(sums[1]);
       train_counted_ += std::int64_t(sums[2]);
-      if (!std::isfinite(loss_value)) return diverged(result, "loss is " + fmt(loss_value), t0);
+      if (!std::isfinite(loss_value)) return diverged(result, "loss is " + fmt(loss_value), loss_value, t0);
       loss.backward();
       if (comm_.size() > 1) {
         const auto c0 = std::chrono::steady_clock::now();
@@ -222,7 +222,7 @@ class Trainer {
       if (eval_now) record_qk_grad_norms();
       const double norm = cfg_.optimizer.clip_grad_norm > 0 ? optim::clip_grad_norm(params_, cfg_.optimizer.clip_grad_norm)
                                                            : optim::clip_grad_norm(params_, INFINITY);
-      if (!std::isfinite(norm)) return diverged(result, "gradient norm is " + fmt(norm), t0);
+      if (!std::isfinite(norm)) return diverged(result, "gradient norm is " + fmt(norm), loss_value, t0);
       optimizer_->step();
       optimizer_->zero_grad();
       ++step_;
@@ -290,22 +290,22 @@ class Trainer {
       s.nesterov = o.nesterov;
       optimizer_ = std::make_unique<optim::SGD<float>>(groups, s);
     } else if (o.name == "adam") {
-      optim::AdamOptions a;
-      a.lr = o.lr;
-      a.beta1 = o.beta1;
-      a.beta2 = o.beta2;
-      a.eps = o.eps;
-      a.weight_decay = o.weight_decay;
-      optimizer_ = std::make_unique<optim::Adam<float>>(groups, a);
+      optimizer_ = std::make_unique<optim::Adam<float>>(groups, adam_options<optim::AdamOptions>(o));
     } else {
-      optim::AdamWOptions a;
-      a.lr = o.lr;
-      a.beta1 = o.beta1;
-      a.beta2 = o.beta2;
-      a.eps = o.eps;
-      a.weight_decay = o.weight_decay;
-      optimizer_ = std::make_unique<optim::AdamW<float>>(groups, a);
+      optimizer_ = std::make_unique<optim::AdamW<float>>(groups, adam_options<optim::AdamWOptions>(o));
     }
+  }
+
+  // Adam and AdamW take the same options (their update rules differ in where decay applies).
+  template <class Options>
+  static Options adam_options(const config::OptimizerConfig& o) {
+    Options a;
+    a.lr = o.lr;
+    a.beta1 = o.beta1;
+    a.beta2 = o.beta2;
+    a.eps = o.eps;
+    a.weight_decay = o.weight_decay;
+    return a;
   }
 
   optim::ScheduleOptions schedule_options() const {
@@ -475,12 +475,12 @@ class Trainer {
     step_ = c.step;
   }
 
-  RunResult diverged(RunResult& r, const std::string& what, std::chrono::steady_clock::time_point t0) {
+  RunResult diverged(RunResult& r, const std::string& what, double loss, std::chrono::steady_clock::time_point t0) {
     progress_.finish();
     char line[400];
     std::snprintf(line, sizeof line,
-                  "qkv: training diverged at step %lld: %s (lr %g). Stopped without saving; the last good checkpoint is %s",
-                  (long long)step_ + 1, what.c_str(), optimizer_->lr(), path("last.h5").c_str());
+                  "qkv: training diverged at step %lld: %s (loss %g, lr %g). Stopped without saving; the last good checkpoint is %s",
+                  (long long)step_ + 1, what.c_str(), loss, optimizer_->lr(), path("last.h5").c_str());
     if (comm_.is_root()) std::fprintf(stderr, "%s\n", line);
     r.exit_code = 3;
     return finish(r, "diverged", t0);
