@@ -4,7 +4,7 @@
 //   build/bench/bench_kernels --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //   build/bench/bench_kernels --benchmark_filter=gemm     # one family
 //   QKV_BENCH_THREADS=2 build/bench/bench_kernels          # OpenMP threads (default 1)
-// Counters: GFLOP/s for GEMM and attention (flops / real time), GB/s for the memory-bound kernels
+// Counters (shown as rates, e.g. GFLOP=95/s): GFLOP/s for GEMM and attention (flops / real time), GB/s for the memory-bound kernels
 // (bytes read + written once / real time).
 
 #include <benchmark/benchmark.h>
@@ -55,7 +55,7 @@ void gemm_linear(benchmark::State& state, int which) {
       kernels::gemm<float>(true, false, N, K, R, 1.f, dy.data(), N, x.data(), K, 0.f, dw.data(), K);
     benchmark::ClobberMemory();
   }
-  rate(state, 2.0 * double(R) * double(K) * double(N), "GFLOP/s");
+  rate(state, 2.0 * double(R) * double(K) * double(N), "GFLOP");
 }
 void gemm_forward(benchmark::State& s) { gemm_linear(s, 0); }
 void gemm_backward_input(benchmark::State& s) { gemm_linear(s, 1); }
@@ -82,7 +82,7 @@ void gemm_square(benchmark::State& state) {
     kernels::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
     benchmark::ClobberMemory();
   }
-  rate(state, 2.0 * double(n) * n * n, "GFLOP/s");
+  rate(state, 2.0 * double(n) * n * n, "GFLOP");
 }
 BENCHMARK(gemm_square)->Arg(512)->Arg(1024)->Arg(2048)->UseRealTime();
 
@@ -96,7 +96,7 @@ void softmax(benchmark::State& state) {
     kernels::softmax_backward(dx.data(), dy.data(), y.data(), rows, n, 1);
     benchmark::ClobberMemory();
   }
-  rate(state, 5.0 * double(rows * n) * sizeof(float), "GB/s");  // x, y written, dy, y read, dx written
+  rate(state, 5.0 * double(rows * n) * sizeof(float), "GB");  // x, y written, dy, y read, dx written
 }
 BENCHMARK(softmax)->Args({32 * 8 * 128, 128})->Args({4 * 4 * 1024, 1024})->ArgNames({"rows", "n"})->UseRealTime();
 
@@ -117,7 +117,7 @@ void layer_norm(benchmark::State& state, bool backward) {
       kernels::layer_norm_forward(y.data(), mean.data(), rstd.data(), x.data(), g.data(), b.data(), rows, C, 1e-5f);
     benchmark::ClobberMemory();
   }
-  rate(state, (backward ? 3.0 : 2.0) * double(rows * C) * sizeof(float), "GB/s");
+  rate(state, (backward ? 3.0 : 2.0) * double(rows * C) * sizeof(float), "GB");
 }
 void layer_norm_forward(benchmark::State& s) { layer_norm(s, false); }
 void layer_norm_backward(benchmark::State& s) { layer_norm(s, true); }
@@ -136,7 +136,7 @@ void cross_entropy(benchmark::State& state) {
     kernels::cross_entropy_backward(d.data(), logits.data(), lse.data(), targets.data(), N, V, -100, 0.f, 1.f / N);
     benchmark::ClobberMemory();
   }
-  rate(state, 3.0 * double(N * V) * sizeof(float), "GB/s");
+  rate(state, 3.0 * double(N * V) * sizeof(float), "GB");
 }
 BENCHMARK(cross_entropy)->Args({2048, 16})->Args({4096, 64})->Args({4096, 16})->ArgNames({"N", "V"})->UseRealTime();
 
@@ -157,7 +157,7 @@ void attention(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   // Forward: QK^T and PV, 2 * 2*T*T*D; backward: recompute QK^T plus dV, dP, dQ, dK, 5 * 2*T*T*D.
-  rate(state, 7.0 * 2.0 * double(B * H) * double(T) * double(T) * double(D), "GFLOP/s");
+  rate(state, 7.0 * 2.0 * double(B * H) * double(T) * double(T) * double(D), "GFLOP");
   state.SetItemsProcessed(std::int64_t(state.iterations() * B * T));
 }
 BENCHMARK(attention)

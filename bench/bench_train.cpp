@@ -10,6 +10,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include <new>
 #include <string>
 
+#include "qkv/autograd/tape.hpp"
 #include "qkv/data/tasks.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
@@ -138,9 +140,11 @@ int main(int argc, char** argv) {
   optim::AdamW<float> opt(model.named_parameters(), ao);
 
   double loss_value = 0;
+  std::size_t tape_ops = 0;
   auto step = [&] {
     data::Batch b = data.next_train(w->batch);
     Variable<float> loss = cross_entropy(model.forward(b.inputs), b.targets, data::kIgnore);
+    tape_ops = autograd::Tape::current().size();
     loss_value = loss.item();
     loss.backward();
     optim::clip_grad_norm(params, 1.0);
@@ -157,6 +161,23 @@ int main(int argc, char** argv) {
   const std::uint64_t news = g_news.load() - n0;
   const pool::Stats p1 = pool::stats();
 
+  // Model FLOPs per step (matmuls only, training = 3x forward): per token and layer
+  // 2 (4 C^2 + 2 C F) for the projections and the feed-forward, 2 * 2 T C for QK^T and PV; the
+  // head 2 C V. Against the measured peak: the best of a few 1024^3 sgemm on the same threads.
+  const double C = double(w->d_model), F = double(w->d_ff), T = double(w->seq), V = double(w->vocab);
+  const double flops_per_token = 3.0 * (double(w->layers) * (2.0 * (4.0 * C * C + 2.0 * C * F) + 4.0 * T * C) + 2.0 * C * V);
+  double peak = 0;
+  {
+    const std::size_t n = 1024;
+    Array<float> a = full<float>({n, n}, 0.5f), b = full<float>({n, n}, 0.25f), c = empty<float>({n, n});
+    for (int r = 0; r < 5; ++r) {
+      const auto g0 = std::chrono::steady_clock::now();
+      kernels::gemm<float>(false, false, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f, c.data(), n);
+      const double gs = std::chrono::duration<double>(std::chrono::steady_clock::now() - g0).count();
+      peak = std::max(peak, 2.0 * double(n) * n * n / gs * 1e-9);
+    }
+  }
+
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   const double tokens = double(steps) * double(w->batch * w->seq);
@@ -164,10 +185,11 @@ int main(int argc, char** argv) {
       "{\"framework\": \"qkv\", \"workload\": \"%s\", \"threads\": %d, \"steps\": %d, \"warmup\": %d, "
       "\"impl\": \"%s\", \"tokens_per_s\": %.1f, \"step_ms\": %.3f, \"max_rss_mib\": %.1f, "
       "\"pool_peak_mib\": %.1f, \"pool_requests_per_step\": %.1f, \"pool_system_allocs_per_step\": %.2f, "
-      "\"operator_new_per_step\": %.1f, \"final_loss\": %.4f, \"params\": %zu, \"blas\": \"%s\"}\n",
+      "\"operator_new_per_step\": %.1f, \"tape_ops_per_step\": %zu, \"model_gflops\": %.2f, \"sgemm_peak_gflops\": %.2f, "
+      "\"final_loss\": %.4f, \"params\": %zu, \"blas\": \"%s\"}\n",
       w->name, threads, steps, warmup, impl.c_str(), tokens / secs, 1e3 * secs / steps, double(ru.ru_maxrss) / 1024.0,
       double(p1.peak_in_use_bytes) / (1 << 20), double(p1.requests - p0.requests) / steps,
-      double(p1.system_allocations - p0.system_allocations) / steps, double(news) / steps, loss_value,
+      double(p1.system_allocations - p0.system_allocations) / steps, double(news) / steps, tape_ops, flops_per_token * tokens / secs * 1e-9, peak, loss_value,
       model.num_parameters(), kernels::blas_info().c_str());
   return 0;
 }
