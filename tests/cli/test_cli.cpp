@@ -23,7 +23,7 @@ void write(const std::string& path, const std::string& text) { std::ofstream(pat
 }  // namespace
 
 TEST_CASE("cli: every command has --help") {
-  for (const char* cmd : {"", "train", "eval", "inspect", "attention", "gradcheck", "sweep", "info"}) {
+  for (const char* cmd : {"", "train", "eval", "inspect", "attention", "logits", "gradcheck", "sweep", "info"}) {
     std::string out;
     CHECK_MESSAGE(test::run_command(qkv_cmd(std::string(cmd) + " --help"), &out) == 0, cmd);
     CHECK(out.find("Usage") != std::string::npos);
