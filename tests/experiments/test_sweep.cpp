@@ -3,6 +3,7 @@
 // /usr/bin/python3 has numpy and matplotlib.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -188,4 +189,35 @@ TEST_CASE("sweep: a tiny sweep end to end - runner, results table, rerun skips, 
   REQUIRE(png.size() > 8);
   CHECK(png.substr(1, 3) == "PNG");
   CHECK(png.size() < 150 * 1024);
+}
+
+TEST_CASE("sweep: an interrupted run resumes from its last.h5 and ends as if never interrupted") {
+  const std::string dir = test::temp_dir("sweep_resume");
+  tiny_sweep(dir);
+  write(dir + "/one.yaml", "base: base.yaml\nset:\n  train.threads: 1\ngrid:\n  model.heads: [2]\nseeds: [1]\n");
+  const std::string qkv = QKV_CLI_PATH;
+  std::string out;
+  // The run as the sweep would start it, stopped after 10 of its 20 steps.
+  const std::string run = dir + "/a/runs/heads=2_seed=1";
+  REQUIRE_MESSAGE(test::run_command(qkv + " train " + dir + "/base.yaml --quiet --set train.threads=1 --set model.heads=2 "
+                                              "--set seed=1 --set run.out=" + run + " --stop-after 10", &out) == 0, out);
+  REQUIRE(fs::exists(run + "/last.h5"));
+  REQUIRE_FALSE(fs::exists(run + "/result.csv"));
+  // Evidence of a resume, not a restart (which would give the same numbers): the step-10
+  // checkpoint is not written again. Its time is moved back so a rewrite would show.
+  const std::string ck10 = run + "/checkpoints/step_0000010.h5";
+  REQUIRE(fs::exists(ck10));
+  const auto old_time = fs::last_write_time(ck10) - std::chrono::hours(1);
+  fs::last_write_time(ck10, old_time);
+  REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/a", &out) == 0, out);
+  REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/b", &out) == 0, out);
+  CHECK(fs::last_write_time(ck10) == old_time);
+  CHECK(fs::exists(run + "/checkpoints/step_0000020.h5"));
+  auto resumed = read_csv(run + "/metrics.csv");
+  auto fresh = read_csv(dir + "/b/runs/heads=2_seed=1/metrics.csv");
+  REQUIRE(resumed.size() == 2);
+  REQUIRE(fresh.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (const char* c : {"step", "train_loss", "eval_loss", "eval_token_acc", "blocks.0.attn.entropy", "blocks.0.attn.grad_q"})
+      CHECK_MESSAGE(resumed[i][c] == fresh[i][c], c, " at row ", i);
 }
