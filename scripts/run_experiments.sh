@@ -55,6 +55,12 @@ heads_report() {
     $report table $s --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,attn_entropy,attn_max_weight,wall_s
     echo
     echo "![held-out curves]($variant/heads_curves.png) ![final vs heads]($variant/heads_final.png)"
+    echo
+    echo "Attention maps of trained models (seed 1, held-out example 0, \`qkv attention\`; rows are queries,"
+    echo "columns keys; \`k3\` is key symbol 3, \`v5\` value symbol 5; black 0, white 1):"
+    echo
+    echo "![heads=4 layer 0]($variant/attention_h4_layer0.png) ![heads=4 layer 1]($variant/attention_h4_layer1.png)"
+    echo "![heads=16 layer 1]($variant/attention_h16_layer1.png)"
   } > $out/heads.md
   $report curves $s --metrics eval_token_acc,eval_loss --title "heads: held-out curves (mean ± std over seeds)" --out $out/heads_curves.png
   $report final $s --x model.heads --logx --metrics final_token_acc,steps_to_target --out $out/heads_final.png
@@ -73,6 +79,7 @@ heads_report() {
     "$qkv" attention "$ck" --example 0 --out $s/attention_h$h.csv > /dev/null
     local layer
     for layer in 0 1; do
+      [ $h = 16 ] && [ $layer = 0 ] && continue
       $report attention $s/attention_h$h.csv --layer blocks.$layer.attn --value-offset 8 \
         --title "heads=$h, layer $layer (seed 1, held-out example 0): rows queries, columns keys" \
         --out $out/attention_h${h}_layer$layer.png
@@ -100,12 +107,29 @@ scaling_report() {
     echo
     echo "![diagnostics during training]($variant/scaling_diagnostics.png)"
     echo "![held-out curves]($variant/scaling_curves.png) ![diagnostics vs d_k]($variant/scaling_final.png)"
+    echo
+    echo "The head of each layer at d_k 512 (seed 1, held-out example 0), scaled (scale=0) and unscaled (scale=1):"
+    echo
+    echo "![scaled layer 0]($variant/attention_dk512_scale0_layer0.png) ![scaled layer 1]($variant/attention_dk512_scale0_layer1.png)"
+    echo "![unscaled layer 0]($variant/attention_dk512_scale1_layer0.png) ![unscaled layer 1]($variant/attention_dk512_scale1_layer1.png)"
   } > $out/scaling.md
   $report curves $s --where "model.head_dim=16|512" --metrics attn.entropy,attn.max_weight,attn.grad_q,attn.grad_k \
     --log attn.grad_q,attn.grad_k --title "d_k 16 and 512, scaled (scale=0) and unscaled (scale=1)" --out $out/scaling_diagnostics.png
   $report curves $s --where "$dims" --metrics eval_token_acc,eval_loss --out $out/scaling_curves.png
   $report final $s --where "$dims" --x model.head_dim --group model.scale --group-labels "0=1/sqrt(d_k),1=unscaled" --logx \
     --metrics final_token_acc,attn.entropy@50,attn.max_weight@50,attn.grad_q@50 --out $out/scaling_final.png
+  # The one head of each layer at d_k 512, with and without the scale (seed 1, held-out example 0).
+  local scale sweep
+  for scale in 0 1; do
+    sweep=$runs/head_dim; [ $scale = 1 ] && sweep=$runs/scaling
+    local ck=$sweep/runs/head_dim=512_scale=${scale}_seed=1/best.h5
+    [ -f "$ck" ] || continue
+    "$qkv" attention "$ck" --example 0 --out $sweep/attention_512_$scale.csv > /dev/null
+    for layer in 0 1; do
+      $report attention $sweep/attention_512_$scale.csv --layer blocks.$layer.attn --value-offset 8 \
+        --title "d_k 512, scale=$scale, layer $layer" --out $out/attention_dk512_scale${scale}_layer$layer.png
+    done
+  done
 }
 
 dropout_report() {
