@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the experiments of experiments/README.md: sweeps, tables, plots, README blocks.
 #
-#   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim scaling dropout"]
+#   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim head_dim_h4 scaling dropout"]
 #                              [--report-only] [--qkv PATH]
 #
 # --quick        the reduced variants (configs/experiments/quick/, a few minutes each)
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 variant=full
 jobs=2
-only="heads head_dim scaling dropout"
+only="heads head_dim head_dim_h4 scaling dropout"
 report_only=0
 qkv=build/qkv
 while [ $# -gt 0 ]; do
@@ -42,7 +42,7 @@ mkdir -p "$out"
 # Header line of every generated block: which variant, which command, when.
 stamp() {
   local steps
-  steps=$(grep -h "train.steps" "$cfg/$1.yaml" | head -1 | awk '{print $2}')
+  steps=$(awk '/train.steps:/{print $2; exit}' "$cfg/$1.yaml")
   [ -n "$steps" ] || steps=$(awk '/^train:/{t=1} t&&/steps:/{print $2; exit}' configs/experiments/recall.yaml)
   echo "_Numbers from the **$variant** variant ($steps steps per run, seeds 1-3): \`qkv sweep $cfg/$1.yaml\`," \
        "report by \`scripts/run_experiments.sh$([ "$variant" = quick ] && echo " --quick")\`, $(date -u +%Y-%m-%d)._"
@@ -96,6 +96,17 @@ head_dim_report() {
   } > $out/head_dim.md
   $report curves $s --metrics eval_token_acc,eval_loss --title "d_k (1 head, scaled): held-out curves" --out $out/head_dim_curves.png
   $report final $s --x model.head_dim --logx --metrics final_token_acc,steps_to_target --out $out/head_dim_final.png
+}
+
+head_dim_h4_report() {
+  local s=$runs/head_dim_h4
+  { stamp head_dim_h4
+    $report table $s --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,attn_entropy,attn_max_weight,wall_s
+    echo
+    echo "![held-out curves]($variant/head_dim_h4_curves.png) ![final vs d_k]($variant/head_dim_h4_final.png)"
+  } > $out/head_dim_h4.md
+  $report curves $s --metrics eval_token_acc,eval_loss --title "d_k at 4 heads (scaled): held-out curves" --out $out/head_dim_h4_curves.png
+  $report final $s --x model.head_dim --logx --metrics final_token_acc,steps_to_target --out $out/head_dim_h4_final.png
 }
 
 # The scaled arm is the head_dim sweep, the unscaled arm the scaling sweep.
@@ -159,7 +170,7 @@ done
 
 # README blocks: full variant when present, else quick.
 blocks=()
-for b in heads redundancy head_dim scaling dropout; do
+for b in heads redundancy head_dim head_dim_h4 scaling dropout; do
   if [ -f experiments/full/$b.md ]; then blocks+=("$b=experiments/full/$b.md")
   elif [ -f experiments/quick/$b.md ]; then blocks+=("$b=experiments/quick/$b.md"); fi
 done

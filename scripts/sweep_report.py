@@ -251,7 +251,7 @@ def cmd_curves(a):
                 lo, hi = np.clip(lo, 0, 1), np.clip(hi, 0, 1)
             ax.fill_between(steps, lo, hi, color=color, alpha=0.15, lw=0)
         ax.set_xlabel("step")
-        ax.set_title(metric_info(metric)[0])
+        ax.set_title(metric_info(metric)[0].replace(" %", ""))  # curves show fractions
         if metric in a.log.split(","):
             ax.set_yscale("log")
             ax.set_title(ax.get_title() + " (geometric mean)")
