@@ -87,27 +87,19 @@ heads_report() {
   done
 }
 
-head_dim_report() {
-  local s=$runs/head_dim
-  { stamp head_dim
+# A d_k sweep (scaled): table, held-out curves, final metrics against d_k. $1 = sweep name.
+dk_report() {
+  local s=$runs/$1
+  { stamp $1
     $report table $s --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,attn_entropy,attn_max_weight,wall_s
     echo
-    echo "![held-out curves]($variant/head_dim_curves.png) ![final vs d_k]($variant/head_dim_final.png)"
-  } > $out/head_dim.md
-  $report curves $s --metrics eval_token_acc,eval_loss --title "d_k (1 head, scaled): held-out curves" --out $out/head_dim_curves.png
-  $report final $s --x model.head_dim --logx --metrics final_token_acc,steps_to_target --out $out/head_dim_final.png
+    echo "![held-out curves]($variant/$1_curves.png) ![final vs d_k]($variant/$1_final.png)"
+  } > $out/$1.md
+  $report curves $s --metrics eval_token_acc,eval_loss --title "$2: held-out curves" --out $out/$1_curves.png
+  $report final $s --x model.head_dim --logx --metrics final_token_acc,steps_to_target --out $out/$1_final.png
 }
-
-head_dim_h4_report() {
-  local s=$runs/head_dim_h4
-  { stamp head_dim_h4
-    $report table $s --metrics final_token_acc,final_seq_acc,final_loss,steps_to_target,attn_entropy,attn_max_weight,wall_s
-    echo
-    echo "![held-out curves]($variant/head_dim_h4_curves.png) ![final vs d_k]($variant/head_dim_h4_final.png)"
-  } > $out/head_dim_h4.md
-  $report curves $s --metrics eval_token_acc,eval_loss --title "d_k at 4 heads (scaled): held-out curves" --out $out/head_dim_h4_curves.png
-  $report final $s --x model.head_dim --logx --metrics final_token_acc,steps_to_target --out $out/head_dim_h4_final.png
-}
+head_dim_report() { dk_report head_dim "d_k (1 head, scaled)"; }
+head_dim_h4_report() { dk_report head_dim_h4 "d_k at 4 heads (scaled)"; }
 
 # The scaled arm is the head_dim sweep, the unscaled arm the scaling sweep.
 scaling_report() {

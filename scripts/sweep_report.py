@@ -213,6 +213,12 @@ def save(fig, out):
 a_dpi = 90
 
 
+def finish(fig, a):
+    if a.title:
+        fig.suptitle(a.title)
+    save(fig, a.out)
+
+
 def cmd_curves(a):
     plt = pyplot()
     sw = Sweep(a.sweep)
@@ -256,9 +262,7 @@ def cmd_curves(a):
             ax.set_yscale("log")
             ax.set_title(ax.get_title() + " (geometric mean)")
     axes[0][-1].legend(loc="best", ncol=1 if len(sw.settings) <= 8 else 2)
-    if a.title:
-        fig.suptitle(a.title)
-    save(fig, a.out)
+    finish(fig, a)
 
 
 def cmd_final(a):
@@ -303,9 +307,7 @@ def cmd_final(a):
             ax.set_xscale("log", base=2)
         if a.group:
             ax.legend(loc="best")
-    if a.title:
-        fig.suptitle(a.title)
-    save(fig, a.out)
+    finish(fig, a)
 
 
 def cmd_attention(a):
