@@ -44,7 +44,9 @@ stamp() {
   local steps
   steps=$(awk '/train.steps:/{print $2; exit}' "$cfg/$1.yaml")
   [ -n "$steps" ] || steps=$(awk '/^train:/{t=1} t&&/steps:/{print $2; exit}' configs/experiments/recall.yaml)
-  echo "_Numbers from the **$variant** variant ($steps steps per run, seeds 1-3): \`qkv sweep $cfg/$1.yaml\`," \
+  local seeds
+  seeds=$(awk '/^seeds:/{sub(/^seeds: */, ""); print; exit}' "$cfg/$1.yaml")
+  echo "_Numbers from the **$variant** variant ($steps steps per run, seeds $seeds): \`qkv sweep $cfg/$1.yaml\`," \
        "report by \`scripts/run_experiments.sh$([ "$variant" = quick ] && echo " --quick")\`, $(date -u +%Y-%m-%d)._"
   echo
 }
