@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CONFIG ?= configs/sort.yaml
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build train test asan bench perf experiments experiments-quick fuzz clean
+.PHONY: all deps build train test asan bench experiments experiments-quick fuzz clean
 
 all: build
 
@@ -28,6 +28,22 @@ asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DQKV_BUILD_EXAMPLES=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+# Google Benchmark micro-benchmarks and the training-step benchmark (build-bench/bench/).
+bench: deps
+	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_BENCH=ON -DQKV_BUILD_TESTS=OFF >/dev/null
+	@cmake --build build-bench -j $(JOBS)
+
+# The experiments of experiments/README.md: about 40 minutes on 2 cores (--quick: a few minutes).
+experiments: build
+	scripts/run_experiments.sh --qkv $(BUILD)/qkv
+
+experiments-quick: build
+	scripts/run_experiments.sh --quick --qkv $(BUILD)/qkv
+
+# libFuzzer on the config parser and the checkpoint loader (clang, build-fuzz/), 60 s each.
+fuzz: deps
+	scripts/fuzz.sh 60
 
 clean:
 	rm -rf $(BUILD) build-asan build-bench build-fuzz

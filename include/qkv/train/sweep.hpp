@@ -49,8 +49,9 @@ struct SweepOptions {
   bool verbose = true;
 };
 
-/// Run every unfinished run of the plan; rank 0 then writes <out>/results.csv. Returns the
-/// number of runs that failed (crashed or could not start).
+/// Run every unfinished run of the plan; <out>/results.csv is rewritten after every finished run
+/// (so a report can be drawn while a sweep runs) and by rank 0 at the end. Returns the number of
+/// runs that failed (crashed or could not start).
 int run_sweep(const SweepPlan& plan, const SweepOptions& options, dist::Comm& comm);
 
 /// Gather <out>/runs/*/result.csv into <out>/results.csv (one row per run, plan order).
