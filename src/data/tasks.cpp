@@ -62,7 +62,7 @@ void transform(Kind kind, const Index* input, std::size_t n, Index* target) {
   if (kind == Kind::Sort) std::sort(target, target + n);
 }
 
-class Labelling final : public RowTask {
+class Labelling : public RowTask {
  public:
   Labelling(std::string name, Kind kind, std::size_t vocab, std::size_t length)
       : name_(std::move(name)), kind_(kind), vocab_(vocab), length_(length) {}
@@ -83,28 +83,14 @@ class Labelling final : public RowTask {
   std::size_t vocab_, length_;
 };
 
-class Seq2Seq final : public RowTask {
+// The same pairs (input, f(input)) as a sequence-to-sequence task: the decoder reads BOS then the
+// target, so its vocabulary has one more token.
+class Seq2Seq final : public Labelling {
  public:
-  Seq2Seq(std::string name, Kind kind, std::size_t vocab, std::size_t length)
-      : name_(std::move(name)), kind_(kind), vocab_(vocab), length_(length) {}
-  std::string name() const override { return name_; }
-  std::size_t input_vocab() const override { return vocab_; }
-  std::size_t num_classes() const override { return vocab_; }
-  std::size_t input_length() const override { return length_; }
+  using Labelling::Labelling;
   bool seq2seq() const override { return true; }
-  std::size_t target_vocab() const override { return vocab_ + 1; }
-  Index bos() const override { return Index(vocab_); }
-
- protected:
-  void fill(Generator& gen, Index* input, Index* target) const override {
-    random_tokens(gen, vocab_, length_, input);
-    transform(kind_, input, length_, target);
-  }
-
- private:
-  std::string name_;
-  Kind kind_;
-  std::size_t vocab_, length_;
+  std::size_t target_vocab() const override { return input_vocab() + 1; }
+  Index bos() const override { return Index(input_vocab()); }
 };
 
 class Recall final : public RowTask {

@@ -56,12 +56,6 @@ void update(const Variable<T>& p, Array<T>& exp_avg, Array<T>& exp_avg_sq, const
   });
 }
 
-template <class T>
-std::vector<ParamGroup<T>> one_group(const std::vector<std::pair<std::string, Variable<T>>>& named, double lr,
-                                     double wd) {
-  return {ParamGroup<T>{named, lr, wd}};
-}
-
 }  // namespace
 
 template <class T>

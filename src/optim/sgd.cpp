@@ -20,12 +20,6 @@ void check(const SGDOptions& o) {
                      std::to_string(o.momentum) + " and dampening " + std::to_string(o.dampening));
 }
 
-template <class T>
-std::vector<ParamGroup<T>> one_group(const std::vector<std::pair<std::string, Variable<T>>>& named, double lr,
-                                     double wd) {
-  return {ParamGroup<T>{named, lr, wd}};
-}
-
 }  // namespace
 
 template <class T>

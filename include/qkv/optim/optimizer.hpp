@@ -22,6 +22,13 @@ struct ParamGroup {
   double weight_decay = 0.0;
 };
 
+/// Every parameter in one group (what the optimizers' single-group constructors use).
+template <class T>
+std::vector<ParamGroup<T>> one_group(const std::vector<std::pair<std::string, Variable<T>>>& named, double lr,
+                                     double weight_decay) {
+  return {ParamGroup<T>{named, lr, weight_decay}};
+}
+
 /// Split named parameters into two groups, {decay, no-decay}, both with `lr`: the decay group gets
 /// `weight_decay`, the no-decay group 0. No decay for: biases (name ends in "bias"), norm weights
 /// (the owning module's name contains "norm" or starts with "ln") and every parameter of rank <= 1.
