@@ -48,6 +48,7 @@ TEST_CASE("fuzz regressions: config inputs parse or give a ConfigError") {
 
 TEST_CASE("fuzz regressions: checkpoint inputs load or give an IoError") {
   const std::string path = qkv::test::temp_dir("fuzz_regressions") + "/input.h5";
+  CHECK_FALSE(inputs("checkpoint").empty());  // the crash the fuzzer found is kept and replayed
   for (auto& f : inputs("checkpoint")) {
     CAPTURE(f.string());
     std::string data = read_bytes(f);
