@@ -1,6 +1,7 @@
 #include "qkv/io/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -338,6 +340,23 @@ void walk(hid_t group, const std::string& path, std::ostringstream& out) {
   }
 }
 
+// Temporary files "<path>.tmp-<pid>" left by saves whose process was killed: removed once a
+// later save of the same path succeeds. A live process's temp file is left alone.
+void remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(target.parent_path().empty() ? "." : target.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid_text = name.substr(prefix.size());
+    if (pid_text.empty() || pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = pid_t(std::stol(pid_text));
+    if (pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH)) fs::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
@@ -358,6 +377,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
     throw IoError("save_checkpoint: " + path + ": " + e.what() + " (the previous file, if any, is unchanged)");
   }
   sync_path(parent_dir(path), true);
+  remove_stale_temporaries(path);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

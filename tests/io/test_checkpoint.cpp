@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 #include <hdf5.h>
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -332,4 +334,20 @@ TEST_CASE("checkpoint: h5dump reads the file") {
   rc = std::system(("h5dump -d /config " + path + " > " + out + " 2>&1").c_str());
   CHECK(rc == 0);
   CHECK(read_bytes(out).find("d_model: 8") != std::string::npos);
+}
+
+TEST_CASE("save_checkpoint removes temporary files left by killed saves of the same path") {
+  namespace fs = std::filesystem;
+  const std::string dir = qkv::test::temp_dir("ckpt_stale_tmp");
+  const std::string path = dir + "/last.h5";
+  // A pid that cannot be alive (above the kernel's pid_max) and a live one (this process's parent).
+  std::ofstream(path + ".tmp-999999999") << "partial";
+  const std::string live = path + ".tmp-" + std::to_string(::getppid());
+  std::ofstream(live) << "another process is writing";
+  qkv::io::Checkpoint c;
+  c.step = 1;
+  qkv::io::save_checkpoint(path, c);
+  CHECK_FALSE(fs::exists(path + ".tmp-999999999"));
+  CHECK(fs::exists(live));
+  CHECK(qkv::io::load_checkpoint(path).step == 1);
 }
