@@ -453,6 +453,7 @@ class Trainer {
 
   void resume(const std::string& file) {
     io::Checkpoint c = io::load_checkpoint(file);
+    check_same_model_and_data(config::parse_config(c.config_yaml, file + ":/config"), file);
     io::check_compatible(model_->module().state_dict(), c.model, file);
     model_->module().load_state_dict(c.model);
     optimizer_->load_state_dict({c.optimizer_step, c.optimizer});
@@ -473,6 +474,30 @@ class Trainer {
     last_eval_.token_accuracy = scalar("last_eval_token_accuracy");
     metrics_.restore(c.metrics, file);
     step_ = c.step;
+  }
+
+  // Resuming continues the same model on the same data: seed, model and task must match the
+  // checkpoint's config (equal shapes are not enough: an activation or a scale would change the
+  // model silently). Optimizer, schedule, train and run settings may differ (e.g. more steps).
+  void check_same_model_and_data(const config::Config& stored, const std::string& file) const {
+    config::Config now = cfg_;
+    now.optimizer = stored.optimizer;
+    now.schedule = stored.schedule;
+    now.train = stored.train;
+    now.run = stored.run;
+    now.source = stored.source;
+    if (now == stored) return;
+    std::istringstream a(config::to_yaml(stored)), b(config::to_yaml(now));
+    std::string la, lb, section, differences;
+    while (std::getline(a, la) && std::getline(b, lb)) {
+      if (!la.empty() && la[0] != ' ') section = la.substr(0, la.find(':'));
+      if (la == lb) continue;
+      auto key = la.substr(0, la.find(':'));
+      key.erase(0, key.find_first_not_of(' '));
+      auto value = [](const std::string& line) { return line.substr(line.find(':') + 1); };
+      differences += "\n  " + (la[0] == ' ' ? section + "." : "") + key + ": checkpoint" + value(la) + ", config" + value(lb);
+    }
+    throw ValueError("--resume " + file + ": the checkpoint was trained with another model, task or seed:" + differences);
   }
 
   RunResult diverged(RunResult& r, const std::string& what, double loss, std::chrono::steady_clock::time_point t0) {

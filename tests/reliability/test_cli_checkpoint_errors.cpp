@@ -113,7 +113,7 @@ TEST_CASE("cli checkpoint errors: damaged and mismatched checkpoints fail resume
          h.float_dataset(first_tensor.c_str(), {3, 5});
        },
        {ck.model.front().first.c_str(), "(3, 5)"}},
-      {"a checkpoint of another model", [&](auto& p) { fs::copy_file(wide_dir + "/last.h5", p); }, {"shape of", "the checkpoint"}, false},
+      {"a checkpoint of another model", [&](auto& p) { fs::copy_file(wide_dir + "/last.h5", p); }, {"model.d_model: checkpoint 32, config 16", "another model"}, false},
       {"a config that does not match the tensors",
        [&](auto& p) {
          test::write_file(p, bytes);

@@ -140,6 +140,16 @@ TEST_CASE("trainer: resuming a checkpoint of another model is refused with the d
   const std::string a = test::temp_dir("other_model_a"), b = test::temp_dir("other_model_b");
   train_quiet(test::tiny_config(a), "", 5);
   auto cfg = test::tiny_config(b, {"model.d_model=16"});
-  CHECK_THROWS_WITH(train_quiet(cfg, a + "/last.h5"), doctest::Contains("tok_emb.weight"));
+  CHECK_THROWS_WITH(train_quiet(cfg, a + "/last.h5"), doctest::Contains("model.d_model: checkpoint 32, config 16"));
   CHECK_FALSE(fs::exists(fs::path(b) / "metrics.csv"));
+}
+
+TEST_CASE("trainer: resuming with a different model setting of the same shapes is refused, naming the key") {
+  const std::string dir = test::temp_dir("resume_other_activation");
+  train_quiet(test::tiny_config(dir), "", 5);
+  auto cfg = test::tiny_config(dir, {"model.activation=relu"});
+  CHECK_THROWS_WITH(train_quiet(cfg, dir + "/last.h5"), doctest::Contains("model.activation: checkpoint \"gelu\", config \"relu\""));
+  // Optimizer and step settings may change when resuming.
+  auto more = test::tiny_config(dir, {"train.steps=50", "optimizer.lr=0.001"});
+  CHECK(train_quiet(more, dir + "/last.h5").step == 50);
 }
