@@ -37,7 +37,7 @@ Variable<T> softmax_like(const char* op, const Variable<T>& x, int axis, Forward
   Array<T> y = Array<T>::from_shape(x.shape());
   forward(y.data(), x.data(), s.outer, s.n, s.inner);
 
-  auto out_ref = std::make_shared<std::weak_ptr<detail::Node<T>>>();
+  auto out_ref = std::allocate_shared<std::weak_ptr<detail::Node<T>>>(Allocator<std::weak_ptr<detail::Node<T>>>());
   Variable<T> out = record_op<T>(op, std::move(y), needs_grad(x), [x, s, out_ref, backward, op](const Array<T>& gy) {
     const Array<T>& y = out_ref->lock()->value;
     Array<T> gx = Array<T>::from_shape(x.shape());

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <array>
+#include <cstdint>
+
 #include "qkv/autograd/tape.hpp"
 #include "qkv/autograd/variable.hpp"
 #include "qkv/ops/elementwise.hpp"
@@ -160,4 +163,141 @@ TEST_CASE("tape: set_requires_grad only on leaves; undefined Variables throw") {
   Variable<double> u;
   CHECK_FALSE(u.defined());
   CHECK_THROWS_WITH_AS(u.value(), doctest::Contains("undefined Variable"), Error);
+}
+
+// ---- the tape's closure arena ----
+
+namespace {
+
+// Counts live copies; a second destruction of the same object fails the check in ~Tracked.
+struct Tracked {
+  static inline int live = 0;
+  bool alive = true;
+  Tracked() { ++live; }
+  Tracked(const Tracked&) { ++live; }
+  Tracked(Tracked&&) noexcept { ++live; }
+  Tracked& operator=(const Tracked&) = default;
+  ~Tracked() {
+    CHECK(alive);
+    alive = false;
+    --live;
+  }
+};
+
+// A capture of N bytes filled with a pattern that the closure checks when it runs.
+template <std::size_t N>
+struct Payload {
+  std::array<unsigned char, N> bytes;
+  explicit Payload(unsigned char seed) {
+    for (std::size_t i = 0; i < N; ++i) bytes[i] = static_cast<unsigned char>(seed + i * 7);
+  }
+  bool intact(unsigned char seed) const {
+    for (std::size_t i = 0; i < N; ++i)
+      if (bytes[i] != static_cast<unsigned char>(seed + i * 7)) return false;
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("tape: backward runs every closure once, last first, and destroys each exactly once") {
+  Tape& tape = Tape::current();
+  tape.clear();
+  std::vector<int> ran;
+  {
+    Tracked t;
+    for (int i = 0; i < 5; ++i) tape.record([t, i, &ran] { ran.push_back(i); });
+  }
+  CHECK(Tracked::live == 5);
+  const auto generation = tape.generation();
+  tape.run_backward();
+  CHECK(ran == std::vector<int>{4, 3, 2, 1, 0});
+  CHECK(Tracked::live == 0);
+  CHECK(tape.size() == 0);
+  CHECK(tape.generation() == generation + 1);
+}
+
+TEST_CASE("tape: a throwing closure still releases the tape; every closure is destroyed once") {
+  Tape& tape = Tape::current();
+  tape.clear();
+  std::vector<int> ran;
+  {
+    Tracked t;
+    tape.record([t, &ran] { ran.push_back(0); });
+    tape.record([t] { throw ValueError("closure failed"); });
+    tape.record([t, &ran] { ran.push_back(2); });
+  }
+  const auto generation = tape.generation();
+  CHECK_THROWS_WITH_AS(tape.run_backward(), "closure failed", ValueError);
+  CHECK(ran == std::vector<int>{2});  // the one recorded before the failure never ran
+  CHECK(Tracked::live == 0);
+  CHECK(tape.size() == 0);
+  CHECK(tape.generation() == generation + 1);
+  CHECK(autograd::grad_enabled());  // the guard of the failed backward was restored
+}
+
+TEST_CASE("tape: clear() destroys the closures without running them") {
+  Tape& tape = Tape::current();
+  tape.clear();
+  bool ran = false;
+  {
+    Tracked t;
+    tape.record([t, &ran] { ran = true; });
+    tape.record([t, &ran] { ran = true; });
+  }
+  CHECK(Tracked::live == 2);
+  tape.clear();
+  CHECK_FALSE(ran);
+  CHECK(Tracked::live == 0);
+  CHECK(tape.size() == 0);
+}
+
+TEST_CASE("tape: captures larger than a chunk, and records spanning chunks, keep their contents") {
+  using autograd::Arena;
+  Tape& tape = Tape::current();
+  tape.clear();
+  std::vector<int> ran;
+  auto record_round = [&] {
+    // small, one above a whole chunk, one that no longer fits the rest of a chunk, many small.
+    tape.record([p = Payload<24>(1), &ran] { ran.push_back(p.intact(1) ? 0 : -1); });
+    tape.record([p = Payload<2 * Arena::kChunkBytes + 8>(2), &ran] { ran.push_back(p.intact(2) ? 1 : -1); });
+    tape.record([p = Payload<Arena::kChunkBytes - 16>(3), &ran] { ran.push_back(p.intact(3) ? 2 : -1); });
+    for (int i = 0; i < 3000; ++i)
+      tape.record([p = Payload<40>(static_cast<unsigned char>(i)), i, &ran] {
+        ran.push_back(p.intact(static_cast<unsigned char>(i)) ? 3 + i : -1);
+      });
+  };
+  std::vector<int> expected;
+  for (int i = 3000 + 2; i >= 0; --i) expected.push_back(i);
+
+  record_round();
+  const std::size_t chunks = tape.arena().chunks();
+  CHECK(chunks >= 4);  // 3000 x 48+ bytes alone need more than 2 chunks of 64 KiB
+  tape.run_backward();
+  CHECK(ran == expected);
+
+  // The same records again fit the chunks kept from the first round.
+  ran.clear();
+  record_round();
+  CHECK(tape.arena().chunks() == chunks);
+  tape.run_backward();
+  CHECK(ran == expected);
+}
+
+TEST_CASE("tape arena: aligned blocks; after reset the same requests reuse the same memory") {
+  autograd::Arena arena;
+  const std::size_t aligns[] = {1, 8, 16, 64, 2, 32};
+  std::vector<void*> first;
+  for (std::size_t align : aligns) {
+    void* p = arena.allocate(100, align);
+    CHECK(reinterpret_cast<std::uintptr_t>(p) % align == 0);
+    first.push_back(p);
+  }
+  CHECK(arena.chunks() == 1);
+  arena.reset();
+#ifndef QKV_SANITIZE  // the sanitizer build frees the chunks on reset
+  for (std::size_t i = 0; i < first.size(); ++i) CHECK(arena.allocate(100, aligns[i]) == first[i]);
+#endif
+  arena.release();
+  CHECK(arena.chunks() == 0);
 }

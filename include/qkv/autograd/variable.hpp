@@ -26,6 +26,13 @@ struct Node {
   const char* op = nullptr;       // the op that produced it; nullptr for a leaf
   std::uint64_t generation = 0;   // tape generation at the time it was recorded
 };
+
+// Nodes (with their shared_ptr control block) come from the tensor pool: a step creates the same
+// nodes as the previous one, so they come back from its exact-size free lists.
+template <class T>
+std::shared_ptr<Node<T>> make_node() {
+  return std::allocate_shared<Node<T>>(Allocator<Node<T>>());
+}
 }  // namespace detail
 
 template <class T>
@@ -37,7 +44,7 @@ class Variable {
   Variable() = default;
   /// A leaf holding `value`.
   explicit Variable(Array<T> value, bool requires_grad = false)
-      : node_(std::make_shared<detail::Node<T>>()) {
+      : node_(detail::make_node<T>()) {
     node_->value = std::move(value);
     node_->requires_grad = requires_grad;
   }
@@ -131,7 +138,7 @@ bool needs_grad(const Variable<T>& first, const Rest&... rest) {
 /// Variable::backward() if the output received a gradient.
 template <class T, class F>
 Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& backward) {
-  auto node = std::make_shared<detail::Node<T>>();
+  auto node = detail::make_node<T>();
   node->value = std::move(value);
   if (requires_grad && autograd::grad_enabled()) {
     auto& tape = autograd::Tape::current();
