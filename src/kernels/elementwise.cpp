@@ -12,7 +12,7 @@ BroadcastPlan broadcast_plan(const Shape& a, const Shape& b, const Shape& out) {
   p.n = numel(out);
   const std::size_t rank = out.size();
   // Per kept output dimension: whether a / b span it (else they repeat along it).
-  std::vector<std::pair<bool, bool>> full;
+  xt::svector<std::pair<bool, bool>, 4> full;
   for (std::size_t d = 0; d < rank; ++d) {
     if (out[d] == 1) continue;
     const std::size_t da = d + a.size() >= rank ? a[d + a.size() - rank] : 1;
@@ -135,7 +135,7 @@ void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I
     };
     const std::size_t blocks = (R + kBlock - 1) / kBlock;
     if (O == 1 && blocks > 1) {
-      std::vector<T> partial(blocks);
+      PooledVector<T> partial(blocks);
 #pragma omp parallel for schedule(static) if (R > kParallelMin)
       for (long blk = 0; blk < long(blocks); ++blk) partial[std::size_t(blk)] = block_sum(0, std::size_t(blk));
       T s = T(0);
@@ -170,11 +170,11 @@ void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I
 }
 
 template <class T>
-void sum_axes(const T* in, const Shape& shape, const std::vector<bool>& reduce, T* out) {
+void sum_axes(const T* in, const Shape& shape, const bool* reduce, T* out) {
   // Collapse into alternating kept / reduced groups (size-1 dimensions do not matter), then sum
   // one reduced group per pass, innermost first.
-  std::vector<std::size_t> sizes;
-  std::vector<bool> reduced;
+  Shape sizes;
+  xt::svector<bool, 4> reduced;
   std::size_t n_out = 1;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (!reduce[d]) n_out *= shape[d];
@@ -246,7 +246,7 @@ void copy_rows(const T* src, std::size_t src_stride, T* dst, std::size_t dst_str
 }
 
 template <class T>
-void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& perm, T* out) {
+void permute(const T* in, const Shape& shape, const std::size_t* perm, T* out) {
   if (numel(shape) == 0) return;  // nothing to move (and the strides below would divide by 0)
   // Input strides seen in output order, with size-1 dimensions dropped and output neighbours
   // that are also neighbours in the input merged: (B, T, H, D) -> (B, H, T, D) keeps D as a
@@ -258,7 +258,7 @@ void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& pe
     acc *= shape[d];
   }
   Shape dims, strides;
-  for (std::size_t i = 0; i < perm.size(); ++i) {
+  for (std::size_t i = 0; i < shape.size(); ++i) {
     const std::size_t size = shape[perm[i]], stride = in_strides[perm[i]];
     if (size == 1) continue;
     if (!dims.empty() && strides.back() == stride * size) {
@@ -322,10 +322,10 @@ void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& pe
   template void gelu_backward<T>(const T*, const T*, T*, std::size_t, bool);                        \
   template void broadcast_to<T>(const T*, const Shape&, T*, const Shape&, T);                       \
   template void sum_middle<T>(const T*, T*, std::size_t, std::size_t, std::size_t);                 \
-  template void sum_axes<T>(const T*, const Shape&, const std::vector<bool>&, T*);                  \
+  template void sum_axes<T>(const T*, const Shape&, const bool*, T*);                               \
   template void max_middle<T>(const T*, T*, std::int64_t*, std::size_t, std::size_t, std::size_t);  \
   template void copy_rows<T>(const T*, std::size_t, T*, std::size_t, std::size_t, std::size_t);     \
-  template void permute<T>(const T*, const Shape&, const std::vector<std::size_t>&, T*);
+  template void permute<T>(const T*, const Shape&, const std::size_t*, T*);
 QKV_INSTANTIATE(float)
 QKV_INSTANTIATE(double)
 #undef QKV_INSTANTIATE

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+
+#include "qkv/tensor/allocator.hpp"
 
 namespace qkv::kernels {
 namespace {
@@ -48,7 +49,7 @@ void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, co
   // walking all rows for its columns, was also deterministic but 13x slower: strided access.)
   const bool params = dgamma || dbeta;
   const std::size_t chunks = (rows + kRowChunk - 1) / kRowChunk;
-  std::vector<double> partial(params ? chunks * 2 * C : 0);
+  PooledVector<double> partial(params ? chunks * 2 * C : 0);
 #pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
   for (long k = 0; k < long(chunks); ++k) {
     double* pg = params ? partial.data() + std::size_t(k) * 2 * C : nullptr;

@@ -84,7 +84,7 @@ Array<T> sum_to(const Array<T>& g, const Shape& shape) {
   if (gs == shape) return g;
   const std::size_t lead = gs.size() - std::min(gs.size(), shape.size());
   bool ok = shape.size() <= gs.size();
-  std::vector<bool> reduce(gs.size(), true);
+  xt::svector<bool, 4> reduce(gs.size(), true);
   for (std::size_t d = lead; ok && d < gs.size(); ++d) {
     const std::size_t target = shape[d - lead];
     ok = target == gs[d] || target == 1;
@@ -94,7 +94,7 @@ Array<T> sum_to(const Array<T>& g, const Shape& shape) {
     throw ShapeError("sum_to: cannot sum a gradient of shape " + shape_str(gs) + " to shape " +
                      shape_str(shape) + " (the target must broadcast to the gradient's shape)");
   Array<T> out = Array<T>::from_shape(shape);
-  k::sum_axes(g.data(), gs, reduce, out.data());
+  k::sum_axes(g.data(), gs, reduce.data(), out.data());
   return out;
 }
 

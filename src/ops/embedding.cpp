@@ -44,10 +44,10 @@ Variable<T> embedding(const Variable<T>& weight, const IndexArray& ids) {
     // summed by one thread, in position order -- the same sums for any thread count.
     const Index* id = ids.data();
     const std::size_t n = ids.size();
-    std::vector<std::size_t> start(V + 1, 0), order(n);
+    PooledVector<std::size_t> start(V + 1, 0), order(n);
     for (std::size_t i = 0; i < n; ++i) ++start[std::size_t(id[i]) + 1];
     for (std::size_t v = 0; v < V; ++v) start[v + 1] += start[v];
-    std::vector<std::size_t> next(start.begin(), start.end() - 1);
+    PooledVector<std::size_t> next(start.begin(), start.end() - 1);
     for (std::size_t i = 0; i < n; ++i) order[next[std::size_t(id[i])]++] = i;
 
     Array<T> gw = zeros<T>({V, C});

@@ -9,10 +9,10 @@ namespace {
 namespace k = kernels;
 
 struct Reduction {
-  std::vector<bool> reduce;  // per input dimension
-  Shape keep_shape;          // input shape with reduced dimensions set to 1
-  Shape out_shape;           // keep_shape, or without the reduced dimensions
-  std::size_t count = 1;     // elements summed into each output
+  xt::svector<bool, 4> reduce;  // per input dimension
+  Shape keep_shape;             // input shape with reduced dimensions set to 1
+  Shape out_shape;              // keep_shape, or without the reduced dimensions
+  std::size_t count = 1;        // elements summed into each output
 };
 
 Reduction plan_reduction(const Shape& shape, const std::vector<int>& axes, bool keepdims, const char* op) {
@@ -38,7 +38,7 @@ Variable<T> sum_or_mean(const Variable<T>& x, const std::vector<int>& axes, bool
   const char* op = mean ? "mean" : "sum";
   Reduction r = plan_reduction(x.shape(), axes, keepdims, op);
   Array<T> y = Array<T>::from_shape(r.out_shape);
-  k::sum_axes(x.data(), x.shape(), r.reduce, y.data());
+  k::sum_axes(x.data(), x.shape(), r.reduce.data(), y.data());
   const T scale = mean ? T(1) / T(r.count) : T(1);
   if (mean) {
     const T n = T(r.count);

@@ -17,20 +17,20 @@ Array<T> copy_as(const Array<T>& a, const Shape& shape) {
 }
 
 template <class T>
-Variable<T> permute_impl(const Variable<T>& x, const std::vector<std::size_t>& perm, const char* op) {
+Variable<T> permute_impl(const Variable<T>& x, const Axes& perm, const char* op) {
   const Shape& shape = x.shape();
   Shape out_shape;
-  std::vector<std::size_t> inverse(perm.size());
+  Axes inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) {
     out_shape.push_back(shape[perm[i]]);
     inverse[perm[i]] = i;
   }
   Array<T> y = Array<T>::from_shape(out_shape);
-  k::permute(x.data(), shape, perm, y.data());
+  k::permute(x.data(), shape, perm.data(), y.data());
   return record_op<T>(op, std::move(y), needs_grad(x), [x, out_shape, inverse, op](const Array<T>& g) {
     // The gradient moves back through the inverse permutation.
     Array<T> gx = Array<T>::from_shape(x.shape());
-    k::permute(g.data(), out_shape, inverse, gx.data());
+    k::permute(g.data(), out_shape, inverse.data(), gx.data());
     x.accumulate_grad(std::move(gx), op);
   });
 }
@@ -70,7 +70,7 @@ std::size_t normalize_axis(int axis, const Shape& shape, const char* op) {
 }
 
 template <class T>
-Variable<T> reshape(const Variable<T>& x, const std::vector<long>& shape) {
+Variable<T> reshape(const Variable<T>& x, const ShapeSpec& shape) {
   Shape out_shape;
   std::size_t known = 1;
   long infer = -1;
@@ -107,20 +107,16 @@ template <class T>
 Variable<T> transpose(const Variable<T>& x, int dim0, int dim1) {
   const std::size_t d0 = normalize_axis(dim0, x.shape(), "transpose");
   const std::size_t d1 = normalize_axis(dim1, x.shape(), "transpose");
-  std::vector<std::size_t> perm(x.ndim());
+  Axes perm(x.ndim());
   for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = i;
   std::swap(perm[d0], perm[d1]);
   return permute_impl(x, perm, "transpose");
 }
 
 template <class T>
-Variable<T> permute(const Variable<T>& x, const std::vector<std::size_t>& perm) {
-  std::vector<bool> seen(x.ndim(), false);
+Variable<T> permute(const Variable<T>& x, const Axes& perm) {
   bool ok = perm.size() == x.ndim();
-  for (std::size_t p : perm) {
-    ok = ok && p < seen.size() && !seen[p];
-    if (ok) seen[p] = true;
-  }
+  for (std::size_t p : perm) ok = ok && p < perm.size() && std::count(perm.begin(), perm.end(), p) == 1;
   if (!ok) {
     std::string s = "(";
     for (std::size_t i = 0; i < perm.size(); ++i) s += (i ? ", " : "") + std::to_string(perm[i]);
@@ -213,9 +209,9 @@ Variable<T> select(const Variable<T>& x, int axis, std::size_t index) {
 }
 
 #define QKV_INSTANTIATE(T)                                                                         \
-  template Variable<T> reshape(const Variable<T>&, const std::vector<long>&);                      \
+  template Variable<T> reshape(const Variable<T>&, const ShapeSpec&);                              \
   template Variable<T> transpose(const Variable<T>&, int, int);                                    \
-  template Variable<T> permute(const Variable<T>&, const std::vector<std::size_t>&);               \
+  template Variable<T> permute(const Variable<T>&, const Axes&);                                   \
   template Variable<T> concat(const std::vector<Variable<T>>&, int);                               \
   template std::vector<Variable<T>> split(const Variable<T>&, const std::vector<std::size_t>&, int); \
   template Variable<T> slice(const Variable<T>&, int, std::size_t, std::size_t);                   \

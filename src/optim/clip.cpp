@@ -14,7 +14,7 @@ template <class T>
 double sum_squares(const T* x, std::size_t n) {
   constexpr std::size_t kChunk = 1 << 14;
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<double> partial(chunks, 0.0);
+  PooledVector<double> partial(chunks, 0.0);
   detail::for_elements(chunks, [&](std::size_t c) {
     double s = 0;
     const std::size_t end = std::min(n, (c + 1) * kChunk);

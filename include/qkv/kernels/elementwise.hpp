@@ -110,10 +110,11 @@ void broadcast_map(const TA* a, const TB* b, TO* out, const BroadcastPlan& p, F 
 template <class T>
 void broadcast_to(const T* src, const Shape& src_shape, T* out, const Shape& out_shape, T scale);
 
-/// out = sum of `in` (shape `shape`) over the dimensions d with reduce[d]; out holds the kept
-/// dimensions in order. Fixed order of additions (independent of the thread count).
+/// out = sum of `in` (shape `shape`) over the dimensions d with reduce[d] (shape.size() flags);
+/// out holds the kept dimensions in order. Fixed order of additions (independent of the thread
+/// count).
 template <class T>
-void sum_axes(const T* in, const Shape& shape, const std::vector<bool>& reduce, T* out);
+void sum_axes(const T* in, const Shape& shape, const bool* reduce, T* out);
 
 /// in (O, R, I) -> out (O, I): out[o, i] = sum over r of in[o, r, i], r ascending. For I == 1 the
 /// order is fixed differently: blocks of 1024 values, each summed as 16 interleaved lanes.
@@ -130,8 +131,9 @@ template <class T>
 void copy_rows(const T* src, std::size_t src_stride, T* dst, std::size_t dst_stride, std::size_t O,
                std::size_t len);
 
-/// out = in (shape `shape`) with dimensions reordered: out.shape[i] = shape[perm[i]].
+/// out = in (shape `shape`) with dimensions reordered: out.shape[i] = shape[perm[i]], for the
+/// shape.size() entries of perm.
 template <class T>
-void permute(const T* in, const Shape& shape, const std::vector<std::size_t>& perm, T* out);
+void permute(const T* in, const Shape& shape, const std::size_t* perm, T* out);
 
 }  // namespace qkv::kernels

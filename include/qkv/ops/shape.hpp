@@ -12,12 +12,18 @@ namespace qkv {
 /// "op: axis 3 out of range for shape (2, 3)".
 std::size_t normalize_axis(int axis, const Shape& shape, const char* op);
 
+/// Target sizes of reshape, -1 for the one to infer, e.g. reshape(x, {B, T, -1}). Like Shape, a
+/// small vector: no heap use up to 4 dimensions.
+using ShapeSpec = xt::svector<long, 4>;
+/// An order of dimensions, e.g. permute(x, {0, 2, 1, 3}); no heap use up to 4 dimensions.
+using Axes = xt::svector<std::size_t, 4>;
+
 /// Same elements in a new shape; one entry may be -1 (inferred). Throws when sizes differ.
-template <class T> Variable<T> reshape(const Variable<T>& x, const std::vector<long>& shape);
+template <class T> Variable<T> reshape(const Variable<T>& x, const ShapeSpec& shape);
 /// Swap two dimensions (negative counts from the end).
 template <class T> Variable<T> transpose(const Variable<T>& x, int dim0, int dim1);
 /// Reorder dimensions: out.shape[i] = x.shape[perm[i]].
-template <class T> Variable<T> permute(const Variable<T>& x, const std::vector<std::size_t>& perm);
+template <class T> Variable<T> permute(const Variable<T>& x, const Axes& perm);
 /// Join along `axis`; every other dimension must agree.
 template <class T> Variable<T> concat(const std::vector<Variable<T>>& xs, int axis);
 /// Split along `axis` into pieces of the given sizes (which must add up to the dimension).

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <new>
+#include <vector>
 
 namespace qkv {
 
@@ -59,5 +60,10 @@ template <class T, class U>
 bool operator!=(const Allocator<T>&, const Allocator<U>&) noexcept {
   return false;
 }
+
+/// A std::vector in pooled memory, for scratch buffers that an op or kernel needs on every call
+/// (partial sums, index lists): from the second training step on they come from the cache.
+template <class T>
+using PooledVector = std::vector<T, Allocator<T>>;
 
 }  // namespace qkv

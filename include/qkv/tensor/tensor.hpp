@@ -27,11 +27,11 @@ using Array = xt::xarray<T, xt::layout_type::row_major, Allocator<T>>;
 /// A shape: sizes per dimension (small-vector, no heap use up to rank 4).
 using Shape = xt::svector<std::size_t, 4>;
 
-/// Token ids and class labels.
+/// Token ids and class labels (pooled memory, like Array).
 using Index = std::int64_t;
-using IndexArray = xt::xarray<Index>;
-/// Boolean masks (attention masks, masked_fill).
-using Mask = xt::xarray<bool>;
+using IndexArray = xt::xarray<Index, xt::layout_type::row_major, Allocator<Index>>;
+/// Boolean masks (attention masks, masked_fill), in pooled memory.
+using Mask = xt::xarray<bool, xt::layout_type::row_major, Allocator<bool>>;
 
 /// Base of every error qkv throws.
 struct Error : std::runtime_error {
