@@ -1,0 +1,138 @@
+// Steady-state heap use of a training step. This executable replaces the global operator new with
+// a counting one (which is why it is not part of qkv_tests), then checks that after two warm-up
+// steps a full step -- batch, forward, loss, backward, clipping, AdamW, zero_grad -- makes no
+// operator new call and no system allocation for tensor data.
+//
+// Built with QKV_SANITIZE the pool and the tape arena hand everything to the system allocator on
+// purpose (so AddressSanitizer sees it), and the test is skipped.
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "qkv/data/tasks.hpp"
+#include "qkv/kernels/parallel.hpp"
+#include "qkv/nn/transformer.hpp"
+#include "qkv/ops/loss.hpp"
+#include "qkv/optim/adam.hpp"
+#include "qkv/optim/clip.hpp"
+#include "qkv/tensor/allocator.hpp"
+
+namespace {
+std::atomic<std::uint64_t> g_news{0};
+}  // namespace
+
+#ifdef QKV_SANITIZE
+constexpr bool kSanitize = true;
+#else
+constexpr bool kSanitize = false;
+
+namespace {
+void* counted(std::size_t n, std::size_t align) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  void* p = align <= alignof(std::max_align_t) ? std::malloc(n ? n : 1)
+                                               : std::aligned_alloc(align, (n + align - 1) / align * align);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted(n, 0); }
+void* operator new[](std::size_t n) { return counted(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#endif
+
+using namespace qkv;
+
+namespace {
+
+struct StepCounts {
+  std::uint64_t news = 0, system_allocations = 0, pool_requests = 0;
+};
+
+// Five training steps of a small encoder on the sort task: the counts of each step, after those
+// of building the model and the optimizer.
+std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int threads) {
+  const std::uint64_t setup = g_news.load();
+  set_num_threads(threads);
+  data::TaskOptions t;
+  t.name = "sort";
+  t.vocab = 12;
+  t.length = 16;
+  data::Dataset data(std::shared_ptr<data::Task>(data::make_task(t)), 7, 0);
+  nn::TransformerOptions o;
+  o.d_model = 32;
+  o.heads = 4;
+  o.layers = 2;
+  o.d_ff = 64;
+  o.dropout = dropout;
+  o.attn_dropout = dropout;
+  o.max_len = t.length;
+  o.impl = impl;
+  Generator init(3);
+  nn::EncoderModel<float> model(t.vocab, t.vocab, o, init);
+  model.train();
+  const auto params = model.parameters();
+  optim::AdamWOptions ao;
+  ao.weight_decay = 0.01;
+  optim::AdamW<float> opt(model.named_parameters(), ao);
+
+  std::vector<StepCounts> counts;
+  counts.reserve(6);
+  counts.push_back({g_news.load() - setup, 0, 0});
+  for (int step = 0; step < 5; ++step) {
+    const std::uint64_t n0 = g_news.load();
+    const pool::Stats p0 = pool::stats();
+    {
+      data::Batch b = data.next_train(8);
+      Variable<float> loss = cross_entropy(model.forward(b.inputs), b.targets, data::kIgnore);
+      loss.backward();
+      optim::clip_grad_norm(params, 0.5);
+      opt.step();
+      opt.zero_grad();
+    }
+    const pool::Stats p1 = pool::stats();
+    counts.push_back({g_news.load() - n0, p1.system_allocations - p0.system_allocations, p1.requests - p0.requests});
+  }
+  set_num_threads(1);
+  return counts;
+}
+
+}  // namespace
+
+TEST_CASE("alloc: a training step in steady state makes no heap allocation" * doctest::skip(kSanitize)) {
+  for (auto impl : {AttentionImpl::Fused, AttentionImpl::Composite})
+    for (double dropout : {0.1, 0.0})
+      for (int threads : {1, 2}) {
+        const std::string attention = impl == AttentionImpl::Fused ? "fused" : "composite";
+        CAPTURE(attention);
+        CAPTURE(dropout);
+        CAPTURE(threads);
+        const std::vector<StepCounts> counts = train_steps(impl, dropout, threads);
+        CHECK(counts[0].news > 0);  // the counter works: building the model allocates
+        for (std::size_t s = 3; s < counts.size(); ++s) {  // steps 3, 4, 5 (1 and 2 warm up)
+          CAPTURE(s);
+          CHECK(counts[s].news == 0);
+          CHECK(counts[s].system_allocations == 0);
+          CHECK(counts[s].pool_requests > 0);  // tensors are allocated, from the pool's cache
+        }
+      }
+}
