@@ -2,8 +2,9 @@
 // scripts/bench_vs_torch.py. One process = one measurement: warm-up steps, then timed steps.
 //   build/bench/bench_train --workload medium --threads 2 [--steps 20 --warmup 5 --dropout 0.1]
 // Prints one JSON line: tokens/s over the timed steps, peak RSS, and per-step heap use in steady
-// state: pool requests, pool system allocations (cache misses) and operator new calls (everything
-// that is not tensor data: shared_ptr nodes, std::function closures, index arrays, vectors...).
+// state: pool requests (tensors, autograd nodes, index arrays, scratch vectors), pool system
+// allocations (cache misses) and operator new calls (anything else; 0 since the tape's closure
+// arena, see docs/performance.md).
 //
 // A step is what the trainer does: next batch, forward, cross-entropy, backward, clip the global
 // gradient norm to 1, AdamW (weight decay 0.01 on every parameter), zero_grad.

@@ -4,9 +4,10 @@
 ///
 /// A training step allocates the same tensor sizes every step. The pool keeps freed blocks in
 /// exact-size free lists and hands them back on the next request, so that after the first step
-/// the steady state makes no calls to the system allocator for tensor data (see
-/// bench/alloc_bench.cpp). Built with QKV_SANITIZE the pool is bypassed, so that AddressSanitizer
-/// sees every allocation and free.
+/// the steady state makes no calls to the system allocator for tensor data (bench_train reports
+/// it; tests/alloc checks it). Autograd nodes, index arrays, masks and per-call scratch vectors
+/// use the pool too. Built with QKV_SANITIZE the pool is bypassed, so that AddressSanitizer sees
+/// every allocation and free.
 
 #include <cstddef>
 #include <cstdint>
