@@ -7,6 +7,7 @@
 #include "qkv/autograd/variable.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/reduce.hpp"
+#include "qkv/tensor/allocator.hpp"
 #include "test_util.hpp"
 
 using namespace qkv;
@@ -151,6 +152,25 @@ TEST_CASE("tape: intermediate gradients are dropped unless retain_grad()") {
   CHECK(kept.grad()(1) == 6.0);
   CHECK(x.grad()(0) == doctest::Approx(3 * 2 + 3 * 1));  // d/dx 3x (x + 1) = 6x + 3
   CHECK(x.grad()(1) == doctest::Approx(3 * 3 + 3 * 2));
+}
+
+TEST_CASE("tape: an intermediate's gradient buffer is freed once backward has passed it on") {
+  // Two chains of 64 KiB intermediates: with the buffers freed as backward moves down, the peak
+  // holds a few gradients, not one per intermediate.
+  Variable<double> x(test::random_array<double>({8192}, 3), true);
+  Variable<double> h = x;
+  for (int i = 0; i < 16; ++i) h = mul_scalar(h, 1.0 + 0.01 * i);
+  Variable<double> y = sum(h);
+  pool::reset_peak();
+  const std::uint64_t before = pool::stats().in_use_bytes;
+  y.backward();
+  const std::uint64_t grad_bytes = 8192 * sizeof(double);
+  CHECK(pool::stats().peak_in_use_bytes - before <= 4 * grad_bytes);
+  CHECK_FALSE(h.has_grad());
+  REQUIRE(x.has_grad());
+  double factor = 1;
+  for (int i = 0; i < 16; ++i) factor *= 1.0 + 0.01 * i;
+  CHECK(x.grad()(5) == doctest::Approx(factor).epsilon(1e-14));
 }
 
 TEST_CASE("tape: set_requires_grad only on leaves; undefined Variables throw") {

@@ -150,7 +150,12 @@ Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& ba
       auto out = weak.lock();
       if (!out || !out->has_grad) return;
       fn(static_cast<const Array<T>&>(out->grad));
-      if (!out->retain_grad) out->has_grad = false;
+      if (!out->retain_grad) {
+        // Passed on to the inputs: free the buffer now rather than when the tape is released, so
+        // that backward does not hold a gradient for every intermediate at once.
+        out->has_grad = false;
+        out->grad = Array<T>();
+      }
     });
   }
   return Variable<T>(std::move(node));
