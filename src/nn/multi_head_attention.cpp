@@ -64,12 +64,6 @@ Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::
   return out;
 }
 
-// (B, T, H*D) -> (B, H, T, D)
-template <class T>
-Variable<T> split_heads(const Variable<T>& x, std::size_t H, std::size_t D) {
-  return permute(reshape(x, {long(x.dim(0)), long(x.dim(1)), long(H), long(D)}), {0, 2, 1, 3});
-}
-
 }  // namespace
 
 template <class T>
@@ -106,7 +100,7 @@ template <class T>
 MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& query, const Variable<T>& key,
                                                            const Variable<T>& value,
                                                            const MultiHeadAttentionArgs<T>& args) const {
-  const std::size_t E = options_.embed_dim, H = options_.num_heads, D = head_dim_;
+  const std::size_t E = options_.embed_dim, H = options_.num_heads;
   auto fail = [&](const std::string& why) {
     throw ShapeError(std::string(kWho) + ": query " + shape_str(query.shape()) + ", key " + shape_str(key.shape()) +
                      ", value " + shape_str(value.shape()) + ": " + why);
@@ -117,11 +111,12 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
     fail("expected value (B, Tk, " + std::to_string(options_.vdim) + ")");
   if (key.dim(0) != query.dim(0) || value.dim(0) != query.dim(0)) fail("batch sizes differ");
   if (key.dim(1) != value.dim(1)) fail("key and value lengths differ");
-  const std::size_t B = query.dim(0), Tq = query.dim(1), Tk = key.dim(1);
+  const std::size_t B = query.dim(0), Tk = key.dim(1);
 
-  Variable<T> q = split_heads(w_q->forward(query), H, D);
-  Variable<T> k = split_heads(w_k->forward(key), H, D);
-  Variable<T> v = split_heads(w_v->forward(value), H, D);
+  // (B, T, H*D) -> (B, H, T, D)
+  Variable<T> q = split_heads(w_q->forward(query), H);
+  Variable<T> k = split_heads(w_k->forward(key), H);
+  Variable<T> v = split_heads(w_v->forward(value), H);
 
   AttentionMask<T> mask = args.attn_mask;
   if (args.key_padding_mask) mask.allowed = allowed_keys(*args.key_padding_mask, args.attn_mask.allowed, B, Tk);
@@ -136,9 +131,8 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   AttentionOutput<T> att = scaled_dot_product_attention(q, k, v, mask, opt);
 
   // (B, H, Tq, D) -> (B, Tq, H*D) -> (B, Tq, E)
-  Variable<T> merged = reshape(permute(att.output, {0, 2, 1, 3}), {long(B), long(Tq), long(H * D)});
   MultiHeadAttentionOutput<T> out;
-  out.output = w_o->forward(merged);
+  out.output = w_o->forward(merge_heads(att.output));
   if (capture_) {
     captured_ = att.weights.value();
     has_captured_ = true;

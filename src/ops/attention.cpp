@@ -91,13 +91,12 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
 
   AttentionOutput<T> result;
   if (opt.need_weights) result.weights = Variable<T>(std::move(weights));
-  const bool grad = needs_grad(q, k, v);
-  Array<T> saved_out = grad ? out : Array<T>();
   result.output = record_op<T>(
-      kOp, std::move(out), grad,
-      [q, k, v, mask, causal = opt.is_causal, drop, scale, n, o = std::move(saved_out),
-       lse = std::move(lse)](const Array<T>& gout) {
-        // The kernel recomputes the weights block by block from the saved log-sum-exp.
+      kOp, std::move(out), needs_grad(q, k, v),
+      [q, k, v, mask, causal = opt.is_causal, drop, scale, n, lse = std::move(lse)](const Array<T>& gout,
+                                                                                   const Array<T>& o) {
+        // The kernel recomputes the weights block by block from the saved log-sum-exp and the
+        // output o.
         Array<T> gq, gk, gv;
         if (q.requires_grad()) gq = Array<T>::from_shape(q.shape());
         if (k.requires_grad()) gk = Array<T>::from_shape(k.shape());

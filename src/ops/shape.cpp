@@ -16,21 +16,24 @@ Array<T> copy_as(const Array<T>& a, const Shape& shape) {
   return out;
 }
 
+// x read as `view` (same elements, e.g. (B, T, H*D) read as (B, T, H, D)), its dimensions
+// reordered by perm, stored with shape `out_shape` (empty: the permuted view itself).
 template <class T>
-Variable<T> permute_impl(const Variable<T>& x, const Axes& perm, const char* op) {
-  const Shape& shape = x.shape();
-  Shape out_shape;
+Variable<T> permute_impl(const Variable<T>& x, const Shape& view, const Axes& perm, const char* op,
+                         Shape out_shape = {}) {
+  Shape permuted;
   Axes inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) {
-    out_shape.push_back(shape[perm[i]]);
+    permuted.push_back(view[perm[i]]);
     inverse[perm[i]] = i;
   }
+  if (out_shape.empty()) out_shape = permuted;
   Array<T> y = Array<T>::from_shape(out_shape);
-  k::permute(x.data(), shape, perm.data(), y.data());
-  return record_op<T>(op, std::move(y), needs_grad(x), [x, out_shape, inverse, op](const Array<T>& g) {
+  k::permute(x.data(), view, perm.data(), y.data());
+  return record_op<T>(op, std::move(y), needs_grad(x), [x, permuted, inverse, op](const Array<T>& g) {
     // The gradient moves back through the inverse permutation.
     Array<T> gx = Array<T>::from_shape(x.shape());
-    k::permute(g.data(), out_shape, inverse.data(), gx.data());
+    k::permute(g.data(), permuted, inverse.data(), gx.data());
     x.accumulate_grad(std::move(gx), op);
   });
 }
@@ -110,7 +113,7 @@ Variable<T> transpose(const Variable<T>& x, int dim0, int dim1) {
   Axes perm(x.ndim());
   for (std::size_t i = 0; i < perm.size(); ++i) perm[i] = i;
   std::swap(perm[d0], perm[d1]);
-  return permute_impl(x, perm, "transpose");
+  return permute_impl(x, x.shape(), perm, "transpose");
 }
 
 template <class T>
@@ -123,7 +126,23 @@ Variable<T> permute(const Variable<T>& x, const Axes& perm) {
     throw ShapeError("permute: " + s + ") is not a permutation of the " + std::to_string(x.ndim()) +
                      " dimensions of shape " + shape_str(x.shape()));
   }
-  return permute_impl(x, perm, "permute");
+  return permute_impl(x, x.shape(), perm, "permute");
+}
+
+template <class T>
+Variable<T> split_heads(const Variable<T>& x, std::size_t H) {
+  const Shape& s = x.shape();
+  if (s.size() != 3 || H == 0 || s[2] % H != 0)
+    throw ShapeError("split_heads: expected x of shape (B, T, H*D) with H = " + std::to_string(H) +
+                     " dividing the last dimension, found " + shape_str(s));
+  return permute_impl(x, {s[0], s[1], H, s[2] / H}, {0, 2, 1, 3}, "split_heads");
+}
+
+template <class T>
+Variable<T> merge_heads(const Variable<T>& x) {
+  const Shape& s = x.shape();
+  if (s.size() != 4) throw ShapeError("merge_heads: expected x of shape (B, H, T, D), found " + shape_str(s));
+  return permute_impl(x, s, {0, 2, 1, 3}, "merge_heads", {s[0], s[2], s[1] * s[3]});
 }
 
 template <class T>
@@ -212,6 +231,8 @@ Variable<T> select(const Variable<T>& x, int axis, std::size_t index) {
   template Variable<T> reshape(const Variable<T>&, const ShapeSpec&);                              \
   template Variable<T> transpose(const Variable<T>&, int, int);                                    \
   template Variable<T> permute(const Variable<T>&, const Axes&);                                   \
+  template Variable<T> split_heads(const Variable<T>&, std::size_t);                               \
+  template Variable<T> merge_heads(const Variable<T>&);                                            \
   template Variable<T> concat(const std::vector<Variable<T>>&, int);                               \
   template std::vector<Variable<T>> split(const Variable<T>&, const std::vector<std::size_t>&, int); \
   template Variable<T> slice(const Variable<T>&, int, std::size_t, std::size_t);                   \

@@ -1,7 +1,5 @@
 #include "qkv/ops/softmax.hpp"
 
-#include <memory>
-
 #include "qkv/kernels/softmax.hpp"
 
 namespace qkv {
@@ -23,29 +21,18 @@ Split split_axis(const Shape& shape, int axis, const char* op) {
   return s;
 }
 
-// Both backwards read the op's output y. Copying y into the closure would double the memory of
-// attention weights; instead the closure reads the output node. record_op runs a closure only
-// while its output is alive (the output holds the gradient), so the weak reference, filled in
-// right after record_op, is valid whenever the closure runs. (Like PyTorch, this assumes nobody
-// modifies the output in place before backward.)
-template <class T>
-using OutputRef = std::shared_ptr<std::weak_ptr<detail::Node<T>>>;
-
+// Both backwards read the op's output y, which record_op hands them (no copy: that would double
+// the memory of attention weights).
 template <class T, class Forward, class Backward>
 Variable<T> softmax_like(const char* op, const Variable<T>& x, int axis, Forward forward, Backward backward) {
   const Split s = split_axis(x.shape(), axis, op);
   Array<T> y = Array<T>::from_shape(x.shape());
   forward(y.data(), x.data(), s.outer, s.n, s.inner);
-
-  auto out_ref = std::allocate_shared<std::weak_ptr<detail::Node<T>>>(Allocator<std::weak_ptr<detail::Node<T>>>());
-  Variable<T> out = record_op<T>(op, std::move(y), needs_grad(x), [x, s, out_ref, backward, op](const Array<T>& gy) {
-    const Array<T>& y = out_ref->lock()->value;
+  return record_op<T>(op, std::move(y), needs_grad(x), [x, s, backward, op](const Array<T>& gy, const Array<T>& y) {
     Array<T> gx = Array<T>::from_shape(x.shape());
     backward(gx.data(), gy.data(), y.data(), s.outer, s.n, s.inner);
     x.accumulate_grad(std::move(gx), op);
   });
-  *out_ref = out.node_ptr();
-  return out;
 }
 
 }  // namespace

@@ -77,6 +77,40 @@ TEST_CASE("transpose and permute: errors") {
   CHECK_THROWS_AS(permute(x, {0, 1}), ShapeError);
 }
 
+TEST_CASE("split_heads and merge_heads: forward matches index arithmetic and reshape + permute") {
+  Array<double> x = test::random_array<double>({2, 3, 12}, 21);  // B 2, T 3, H 4, D 3
+  Variable<double> s = split_heads(Variable<double>(x), 4);
+  REQUIRE(s.shape() == Shape{2, 4, 3, 3});
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t h = 0; h < 4; ++h)
+      for (std::size_t t = 0; t < 3; ++t)
+        for (std::size_t d = 0; d < 3; ++d) CHECK(s.value()(b, h, t, d) == x(b, t, h * 3 + d));
+  CHECK(test::bitwise_equal(s.value(), permute(reshape(Variable<double>(x), {2, 3, 4, 3}), {0, 2, 1, 3}).value()));
+  Variable<double> m = merge_heads(s);
+  REQUIRE(m.shape() == Shape{2, 3, 12});
+  CHECK(test::bitwise_equal(m.value(), x));
+  Array<double> y = test::random_array<double>({2, 4, 5, 3}, 22);
+  CHECK(test::bitwise_equal(merge_heads(Variable<double>(y)).value(),
+                            reshape(permute(Variable<double>(y), {0, 2, 1, 3}), {2, 5, 12}).value()));
+}
+
+TEST_CASE("split_heads and merge_heads: gradcheck and errors") {
+  test::check_grad([](const Vars& v) { return split_heads(v[0], 2); }, {test::random_array<double>({2, 3, 4}, 23)});
+  test::check_grad([](const Vars& v) { return merge_heads(v[0]); }, {test::random_array<double>({2, 3, 2, 2}, 24)});
+  // Round trip through attention-like use: the input used twice, once through the heads.
+  test::check_grad([](const Vars& v) { return add(merge_heads(split_heads(v[0], 3)), v[0]); },
+                   {test::random_array<double>({1, 2, 6}, 25)});
+  Variable<float> x(zeros<float>({2, 3, 10}));
+  CHECK_THROWS_WITH_AS(split_heads(x, 4),
+                       doctest::Contains("split_heads: expected x of shape (B, T, H*D) with H = 4 dividing the last "
+                                         "dimension, found (2, 3, 10)"),
+                       ShapeError);
+  CHECK_THROWS_AS(split_heads(x, 0), ShapeError);
+  CHECK_THROWS_AS(split_heads(Variable<float>(zeros<float>({3, 10})), 2), ShapeError);
+  CHECK_THROWS_WITH_AS(merge_heads(x), doctest::Contains("merge_heads: expected x of shape (B, H, T, D), found (2, 3, 10)"),
+                       ShapeError);
+}
+
 TEST_CASE("concat and split: forward, round trip, gradcheck") {
   Array<double> a = test::random_array<double>({2, 3, 4}, 6), b = test::random_array<double>({2, 1, 4}, 7);
   Variable<double> c = concat<double>({Variable<double>(a), Variable<double>(b)}, 1);

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "qkv/autograd/tape.hpp"
@@ -135,7 +136,10 @@ bool needs_grad(const Variable<T>& first, const Rest&... rest) {
 
 /// Wrap `value` as the output of op `op`. When `requires_grad` (and recording is on), the output
 /// requires a gradient and `backward(grad_out)` is recorded on the tape; it runs during
-/// Variable::backward() if the output received a gradient.
+/// Variable::backward() if the output received a gradient. A backward that needs the output
+/// itself (softmax, attention) takes it as a second argument, `backward(grad_out, out)`, instead
+/// of keeping a copy: the output is alive whenever its backward runs. (Like PyTorch, this assumes
+/// nobody modifies the output in place before backward.)
 template <class T, class F>
 Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& backward) {
   auto node = detail::make_node<T>();
@@ -149,7 +153,10 @@ Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& ba
     tape.record([weak, fn = std::forward<F>(backward)]() mutable {
       auto out = weak.lock();
       if (!out || !out->has_grad) return;
-      fn(static_cast<const Array<T>&>(out->grad));
+      if constexpr (std::is_invocable_v<decltype(fn)&, const Array<T>&, const Array<T>&>)
+        fn(static_cast<const Array<T>&>(out->grad), static_cast<const Array<T>&>(out->value));
+      else
+        fn(static_cast<const Array<T>&>(out->grad));
       if (!out->retain_grad) {
         // Passed on to the inputs: free the buffer now rather than when the tape is released, so
         // that backward does not hold a gradient for every intermediate at once.

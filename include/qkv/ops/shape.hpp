@@ -24,6 +24,11 @@ template <class T> Variable<T> reshape(const Variable<T>& x, const ShapeSpec& sh
 template <class T> Variable<T> transpose(const Variable<T>& x, int dim0, int dim1);
 /// Reorder dimensions: out.shape[i] = x.shape[perm[i]].
 template <class T> Variable<T> permute(const Variable<T>& x, const Axes& perm);
+/// Attention heads of a projection: x (B, T, H*D) -> (B, H, T, D), out[b, h, t, d] = x[b, t, h*D + d].
+/// The same values as permute(reshape(x, {B, T, H, D}), {0, 2, 1, 3}) with one copy instead of two.
+template <class T> Variable<T> split_heads(const Variable<T>& x, std::size_t H);
+/// The inverse of split_heads: x (B, H, T, D) -> (B, T, H*D), in one copy.
+template <class T> Variable<T> merge_heads(const Variable<T>& x);
 /// Join along `axis`; every other dimension must agree.
 template <class T> Variable<T> concat(const std::vector<Variable<T>>& xs, int axis);
 /// Split along `axis` into pieces of the given sizes (which must add up to the dimension).
