@@ -30,35 +30,7 @@
 #include "qkv/optim/clip.hpp"
 #include "qkv/tensor/allocator.hpp"
 
-// ---- operator new counting (replaces the global operators for the whole binary) ----
-namespace {
-std::atomic<std::uint64_t> g_news{0};
-void* counted_new(std::size_t n) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void* counted_new_aligned(std::size_t n, std::align_val_t a) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  const std::size_t al = static_cast<std::size_t>(a);
-  if (void* p = std::aligned_alloc(al, (n + al - 1) / al * al)) return p;
-  throw std::bad_alloc();
-}
-}  // namespace
-void* operator new(std::size_t n) { return counted_new(n); }
-void* operator new[](std::size_t n) { return counted_new(n); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return std::malloc(n ? n : 1); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted_new_aligned(n, a); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted_new_aligned(n, a); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+#include "support/counting_new.hpp"  // operator new counting for the whole binary
 
 namespace {
 
@@ -155,11 +127,11 @@ int main(int argc, char** argv) {
 
   for (int s = 0; s < warmup; ++s) step();
   const pool::Stats p0 = pool::stats();
-  const std::uint64_t n0 = g_news.load();
+  const std::uint64_t n0 = test::g_operator_new_calls.load();
   const auto t0 = std::chrono::steady_clock::now();
   for (int s = 0; s < steps; ++s) step();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::uint64_t news = g_news.load() - n0;
+  const std::uint64_t news = test::g_operator_new_calls.load() - n0;
   const pool::Stats p1 = pool::stats();
 
   // Model FLOPs per step (matmuls only, training = 3x forward): per token and layer

@@ -8,9 +8,6 @@
 
 #include <doctest/doctest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <string>
 #include <vector>
 
@@ -22,42 +19,12 @@
 #include "qkv/optim/clip.hpp"
 #include "qkv/tensor/allocator.hpp"
 
-namespace {
-std::atomic<std::uint64_t> g_news{0};
-}  // namespace
+#include "support/counting_new.hpp"
 
 #ifdef QKV_SANITIZE
 constexpr bool kSanitize = true;
 #else
 constexpr bool kSanitize = false;
-
-namespace {
-void* counted(std::size_t n, std::size_t align) {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  void* p = align <= alignof(std::max_align_t) ? std::malloc(n ? n : 1)
-                                               : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) { return counted(n, 0); }
-void* operator new[](std::size_t n) { return counted(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, std::size_t(a)); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  g_news.fetch_add(1, std::memory_order_relaxed);
-  return std::malloc(n ? n : 1);
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 #endif
 
 using namespace qkv;
@@ -71,7 +38,7 @@ struct StepCounts {
 // Five training steps of a small encoder on the sort task: the counts of each step, after those
 // of building the model and the optimizer.
 std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int threads) {
-  const std::uint64_t setup = g_news.load();
+  const std::uint64_t setup = test::g_operator_new_calls.load();
   set_num_threads(threads);
   data::TaskOptions t;
   t.name = "sort";
@@ -97,9 +64,9 @@ std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int thre
 
   std::vector<StepCounts> counts;
   counts.reserve(6);
-  counts.push_back({g_news.load() - setup, 0, 0});
+  counts.push_back({test::g_operator_new_calls.load() - setup, 0, 0});
   for (int step = 0; step < 5; ++step) {
-    const std::uint64_t n0 = g_news.load();
+    const std::uint64_t n0 = test::g_operator_new_calls.load();
     const pool::Stats p0 = pool::stats();
     {
       data::Batch b = data.next_train(8);
@@ -110,7 +77,7 @@ std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int thre
       opt.zero_grad();
     }
     const pool::Stats p1 = pool::stats();
-    counts.push_back({g_news.load() - n0, p1.system_allocations - p0.system_allocations, p1.requests - p0.requests});
+    counts.push_back({test::g_operator_new_calls.load() - n0, p1.system_allocations - p0.system_allocations, p1.requests - p0.requests});
   }
   set_num_threads(1);
   return counts;
