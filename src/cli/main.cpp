@@ -1,8 +1,74 @@
 // qkv: the command line. Parsing only; the commands live in commands.cpp.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "commands.hpp"
 #include "qkv/kernels/parallel.hpp"
+
+namespace {
+
+// Levenshtein distance, for "did you mean".
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// CLI11 takes an unknown first word for a positional argument and then only says "A subcommand
+// is required". Returns true (after saying so) when the first word is missing or not a command,
+// naming the word, the closest command and the list.
+bool bad_command(const CLI::App& app, int argc, char** argv) {
+  if (argc > 1 && argv[1][0] == '-') return false;  // --help and friends: CLI11's business
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  const std::string word = argc > 1 ? argv[1] : "";
+  if (std::find(names.begin(), names.end(), word) != names.end()) return false;
+  std::string best, list;
+  std::size_t best_d = 3;  // suggest only within two edits
+  for (auto& n : names) {
+    list += (list.empty() ? "" : ", ") + n;
+    const std::size_t d = edit_distance(word, n);
+    if (d < best_d) best_d = d, best = n;
+  }
+  const std::string what = argc > 1 ? "unknown command '" + word + "'" : "a command is required";
+  std::fprintf(stderr, "qkv: %s%s; commands: %s (qkv --help describes them)\n", what.c_str(),
+               best.empty() || argc < 2 ? "" : (" (did you mean '" + best + "'?)").c_str(), list.c_str());
+  return true;
+}
+
+// CLI11's NonNegativeNumber/PositiveNumber say "Value many not in range 0.000000 to 1797693...
+// (309 digits)"; this says "--threads: expected a whole number >= 0, found 'many'".
+CLI::Validator whole_number(long min) {
+  return CLI::Validator(
+      [min](std::string& s) -> std::string {
+        std::size_t used = 0;
+        long v = 0;
+        try {
+          v = std::stol(s, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (s.empty() || used != s.size() || v < min)
+          return "expected a whole number >= " + std::to_string(min) + ", found '" + s + "'";
+        return "";
+      },
+      "INT>=" + std::to_string(min));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   qkv::prefer_passive_omp_wait(argv);
@@ -14,11 +80,11 @@ int main(int argc, char** argv) {
   qkv::cli::TrainArgs t;
   auto* train = app.add_subcommand("train", "Train a model from a YAML config");
   train->add_option("config", t.config, "YAML config file (see configs/)")->required();
-  train->add_option("--set", t.overrides, "Override a config key: --set section.key=value (repeatable)");
+  train->add_option("--set", t.overrides, "Override a config key: --set section.key=value (repeatable)")->type_name("KEY=VALUE");
   train->add_option("--resume", t.resume, "Resume exactly from a checkpoint (.h5)");
   train->add_option("--out", t.out, "Run directory (default: run.out of the config)");
-  train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(CLI::NonNegativeNumber);
-  train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(CLI::NonNegativeNumber);
+  train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(whole_number(0));
+  train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(whole_number(0));
   train->add_flag("--quiet", t.quiet, "No progress output");
   train->callback([&] { status = qkv::cli::train(t); });
 
@@ -27,8 +93,8 @@ int main(int argc, char** argv) {
   int eval_threads = 0;
   auto* eval = app.add_subcommand("eval", "Held-out metrics of a checkpoint");
   eval->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
-  eval->add_option("--set", eval_overrides, "Override a task key: --set task.key=value");
-  eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(CLI::NonNegativeNumber);
+  eval->add_option("--set", eval_overrides, "Override a task key: --set task.key=value")->type_name("KEY=VALUE");
+  eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(whole_number(0));
   eval->callback([&] { status = qkv::cli::eval(ckpt, eval_overrides, eval_threads); });
 
   auto* inspect = app.add_subcommand("inspect", "Show a checkpoint: HDF5 tree, shapes, statistics, config");
@@ -47,7 +113,7 @@ int main(int argc, char** argv) {
   std::string logits_out;
   auto* logits = app.add_subcommand("logits", "Logits of the first held-out examples, as text (for parity checks)");
   logits->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
-  logits->add_option("--count", logits_count, "Number of held-out examples")->check(CLI::PositiveNumber);
+  logits->add_option("--count", logits_count, "Number of held-out examples")->check(whole_number(1));
   logits->add_option("--out", logits_out, "Output file")->required();
   logits->callback([&] { status = qkv::cli::logits(ckpt, logits_count, logits_out); });
 
@@ -57,21 +123,23 @@ int main(int argc, char** argv) {
   qkv::cli::SweepArgs s;
   auto* sweep = app.add_subcommand("sweep", "Train a grid of overrides x seeds; gather results.csv");
   sweep->add_option("sweep", s.file, "Sweep file (YAML: base, set, grid, seeds, out)")->required();
-  sweep->add_option("--set", s.overrides, "Override a key of the base config for every run");
+  sweep->add_option("--set", s.overrides, "Override a key of the base config for every run")->type_name("KEY=VALUE");
   sweep->add_option("--out", s.out, "Sweep directory (default: out of the sweep file)");
-  sweep->add_option("--jobs", s.jobs, "Runs at once in this process (per MPI rank)")->check(CLI::PositiveNumber);
-  sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(CLI::NonNegativeNumber);
+  sweep->add_option("--jobs", s.jobs, "Runs at once in this process (per MPI rank)")->check(whole_number(1));
+  sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(whole_number(0));
   sweep->add_flag("--dry-run", s.dry_run, "List the runs and exit");
   sweep->callback([&] { status = qkv::cli::sweep(s); });
 
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
   info->callback([&] { status = qkv::cli::info(); });
 
+  if (bad_command(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::fprintf(stderr, "qkv: %s (qkv %s --help describes the arguments)\n", e.what(), argv[1]);
+    return 2;
   }
   return status;
 }

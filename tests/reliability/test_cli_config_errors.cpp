@@ -127,9 +127,12 @@ TEST_CASE("cli config errors: a missing config file and bad arguments exit 2") {
       {"missing config file", {"train", dir + "/nope.yaml"}, "nope.yaml"},
       {"no config at all", {"train"}, "config"},
       {"unknown option", {"train", config, "--frobnicate"}, "frobnicate"},
-      {"non-numeric --threads", {"train", config, "--threads", "many"}, "many"},
-      {"--set without value", {"train", config, "--set"}, "--set"},
-      {"unknown command", {"trian", config}, "subcommand"},
+      {"non-numeric --threads", {"train", config, "--threads", "many"}, "--threads: expected a whole number >= 0, found 'many'"},
+      {"--set without value", {"train", config, "--set"}, "--set: 1 required KEY=VALUE missing"},
+      {"misspelt command", {"trian", config}, "unknown command 'trian' (did you mean 'train'?); commands: train, eval"},
+      {"unknown command", {"frobnicate", config}, "unknown command 'frobnicate'; commands: train, eval"},
+      {"no command", {}, "a command is required; commands: train, eval"},
+      {"negative --threads", {"train", config, "--threads", "-1"}, "--threads: expected a whole number >= 0, found '-1'"},
   };
   for (auto& c : cases) {
     const std::string what = c.what;
