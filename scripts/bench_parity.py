@@ -40,7 +40,7 @@ def load_into_torch(ckpt):
     import torch
 
     with h5py.File(ckpt, "r") as f:
-        cfg = yaml.safe_load(f["config"][()].decode() if isinstance(f["config"][()], bytes) else f["config"][()])
+        cfg = yaml.safe_load(f["config"][()].decode())  # a fixed-length string: h5py gives numpy bytes
         w = {name: np.array(ds) for name, ds in f["model"].items()}
     m = cfg["model"]
     if m.get("arch", "encoder") != "encoder":

@@ -196,19 +196,35 @@ Handle open_for_reading(const std::string& path) {
                 "cannot open the HDF5 file (truncated or damaged?)");
 }
 
+std::string version_error(std::int64_t version, const std::string& path) {
+  std::string msg = "checkpoint format_version " + std::to_string(version) + " is not supported: this qkv (" +
+                    QKV_VERSION + ") reads format_version " + std::to_string(kCheckpointVersion);
+  if (version == 1) {
+    const bool h5 = path.size() > 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
+    const std::string out = (h5 ? path.substr(0, path.size() - 3) : path) + ".v2.h5";
+    msg += ". Version 1 (qkv before 2026-12-01) stored strings variable-length, which qkv no longer reads; "
+           "convert the file with scripts/convert_checkpoint.py from the qkv sources (/usr/bin/python3 with h5py; "
+           "it leaves the input as it is): scripts/convert_checkpoint.py " + path + " " + out;
+  }
+  if (version > kCheckpointVersion) msg += " (was it written by a newer qkv?)";
+  return msg;
+}
+
 Checkpoint read_file(const std::string& path) {
   Handle file = open_for_reading(path);
   Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
   Checkpoint ck;
-  if (!h5::has_attribute(root, "format"))
+  // format_version is read first and alone: it is an integer, safe to read whatever wrote the
+  // file, whereas format_version 1 stored `format` as a variable-length string (see hdf5.hpp).
+  if (!h5::has_attribute(root, "format", "/"))
     throw IoError("not a qkv checkpoint: the root attribute 'format' is missing");
-  std::string format = h5::read_string_attribute(root, "format", "/");
+  if (!h5::has_attribute(root, "format_version", "/"))
+    throw IoError("not a qkv checkpoint: the root attribute 'format_version' is missing");
+  const std::int64_t version = h5::read_int_attribute(root, "format_version", "/");
+  if (version != kCheckpointVersion) throw IoError(version_error(version, path));
+  const std::string format = h5::read_string_attribute(root, "format", "/");
   if (format != kCheckpointFormat)
     throw IoError("not a qkv checkpoint: root attribute format is '" + format + "', expected '" + kCheckpointFormat + "'");
-  std::int64_t version = h5::read_int_attribute(root, "format_version", "/");
-  if (version != kCheckpointVersion)
-    throw IoError("checkpoint format_version " + std::to_string(version) + " is not supported: this qkv (" +
-                  QKV_VERSION + ") reads format_version " + std::to_string(kCheckpointVersion));
   ck.step = h5::read_int_attribute(root, "step", "/");
   ck.config_yaml = h5::read_string_dataset(h5::open_dataset(root, "config", "/config"), "/config");
 
@@ -267,7 +283,7 @@ std::string attribute_text(hid_t object, const std::string& name, const std::str
     if (c == H5T_STRING && scalar) return "\"" + h5::read_string_attribute(object, name, path) + "\"";
     if (c == H5T_INTEGER && scalar) return std::to_string(h5::read_int_attribute(object, name, path));
     if (c == H5T_FLOAT && scalar) return fmt(h5::read_double_attribute(object, name, path));
-    return "(" + std::to_string(H5Sget_simple_extent_npoints(space)) + " values of class " + std::to_string(c) + ")";
+    return "(" + std::to_string(H5Sget_simple_extent_npoints(space)) + " values, " + h5::type_text(type) + ")";
   } catch (const IoError& e) {
     return std::string("(unreadable: ") + e.what() + ")";
   }
@@ -417,6 +433,13 @@ std::string inspect(const std::string& path) {
     ::stat(path.c_str(), &st);
     out << path << "  (HDF5, " << st.st_size << " bytes)\n";
     walk(root, "/", out);
+    try {
+      if (h5::has_attribute(root, "format_version", "/")) {
+        const std::int64_t version = h5::read_int_attribute(root, "format_version", "/");
+        if (version != kCheckpointVersion) out << "\nnote: " << version_error(version, path) << "\n";
+      }
+    } catch (const IoError&) {
+    }
     if (H5Lexists(root, "config", H5P_DEFAULT) > 0) {
       try {
         std::string text = h5::read_string_dataset(h5::open_dataset(root, "config", "/config"), "/config");

@@ -1,8 +1,5 @@
 #include "qkv/io/hdf5.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <limits>
 
@@ -108,62 +105,92 @@ hid_t object_create_plist(hid_t object) {
   }
 }
 
-Handle string_type() {
+// A fixed-length string type of `bytes` bytes (HDF5 needs at least 1), NUL-padded, UTF-8.
+Handle string_type(std::size_t bytes) {
   Handle t(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
-  check(H5Tset_size(t, H5T_VARIABLE), "H5Tset_size");
+  check(H5Tset_size(t, std::max<std::size_t>(bytes, 1)), "H5Tset_size");
+  check(H5Tset_strpad(t, H5T_STR_NULLPAD), "H5Tset_strpad");
   check(H5Tset_cset(t, H5T_CSET_UTF8), "H5Tset_cset");
   return t;
 }
 
 Handle scalar_space() { return Handle(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate"); }
 
-// Reads a scalar string from an attribute or dataset of variable- or fixed-length string type.
+hsize_t file_size_of(hid_t object, const std::string& what) {
+  Handle file(H5Iget_file_id(object), H5Fclose, "cannot find the file of " + what);
+  hsize_t size = 0;
+  check(H5Fget_filesize(file, &size), "cannot read the size of the file of " + what);
+  return size;
+}
+
+// Everything a string read depends on, checked from the metadata alone. A variable-length string
+// is refused here, so HDF5's vlen conversion (H5T__conv_vlen), which trusts the lengths stored in
+// the file (4 GiB allocations and an overlapping memcpy on damaged files, found by
+// tests/fuzz/fuzz_checkpoint), never runs on a file qkv reads.
+std::size_t checked_string_size(hid_t object, hid_t type, hid_t space, const std::string& what) {
+  if (H5Tget_class(type) != H5T_STRING) throw IoError(what + ": expected a fixed-length string, found " + type_text(type));
+  const htri_t variable = H5Tis_variable_str(type);
+  if (variable < 0) throw IoError(what + ": cannot read its string type: " + last_error());
+  if (variable > 0)
+    throw IoError(what + " is a variable-length string; expected a fixed-length string (qkv writes every string "
+                         "fixed-length and does not read variable-length ones, which HDF5 1.10 can crash on)");
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n != 1) throw IoError(what + ": expected one string, found " + std::to_string(n) + " elements");
+  const std::size_t size = H5Tget_size(type);
+  const hsize_t file_size = file_size_of(object, what);
+  if (size == 0 || size > kMaxStringBytes || size > file_size)
+    throw IoError(what + ": damaged string: it declares " + std::to_string(size) + " bytes " +
+                  (size == 0 ? std::string("(expected at least 1)")
+                             : size > file_size ? "in a file of " + std::to_string(file_size) + " bytes"
+                                                : "(the limit is " + std::to_string(kMaxStringBytes) + ")"));
+  return size;
+}
+
+// Reads the checked fixed-length string with a copy of its own type, so HDF5 converts nothing.
 template <class Read>
-std::string read_string(hid_t type, Read read, const std::string& what) {
-  if (H5Tget_class(type) != H5T_STRING) throw IoError(what + ": expected a string, found another type");
-  if (H5Tis_variable_str(type) > 0) {
-    Handle mem = string_type();
-    char* ptr = nullptr;
-    check(read(mem.get(), static_cast<void*>(&ptr)), what);
-    std::string s = ptr ? ptr : "";
-    H5free_memory(ptr);
-    return s;
+std::string read_string(hid_t type, std::size_t size, Read read, const std::string& what) {
+  Handle mem(H5Tcopy(type), H5Tclose, "H5Tcopy");
+  std::string s(size, '\0');
+  check(read(mem.get(), static_cast<void*>(s.data())), "cannot read " + what);
+  if (H5Tget_strpad(type) == H5T_STR_NULLTERM) {
+    s.resize(std::find(s.begin(), s.end(), '\0') - s.begin());
+  } else {
+    const char pad = H5Tget_strpad(type) == H5T_STR_SPACEPAD ? ' ' : '\0';
+    while (!s.empty() && s.back() == pad) s.pop_back();
   }
-  std::size_t n = H5Tget_size(type);
-  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose, "H5Tcopy");
-  check(H5Tset_size(mem, n), "H5Tset_size");
-  std::string s(n, '\0');
-  check(read(mem.get(), static_cast<void*>(s.data())), what);
-  s.resize(std::find(s.begin(), s.end(), '\0') - s.begin());
   return s;
 }
 
 Handle open_attribute(hid_t object, const std::string& name, const std::string& path) {
-  if (H5Aexists(object, name.c_str()) <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw IoError("attribute '" + name + "' of " + path + " is missing");
-  }
+  if (!has_attribute(object, name, path)) throw IoError("attribute '" + name + "' of " + path + " is missing");
   return Handle(H5Aopen(object, name.c_str(), H5P_DEFAULT), H5Aclose, "cannot open attribute '" + name + "' of " + path);
 }
 
-template <class V>
-void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_type, hid_t mem_type, const V& v) {
+void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_type, hid_t mem_type, const void* v) {
   Handle space = scalar_space();
   Handle a(H5Acreate2(object, name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
            "cannot create attribute '" + name + "'");
-  check(H5Awrite(a, mem_type, &v), "cannot write attribute '" + name + "'");
+  check(H5Awrite(a, mem_type, v), "cannot write attribute '" + name + "'");
 }
 
+// A number is read only if it is one element of a plain integer (1-8 bytes) or, for doubles, also
+// a 4- or 8-byte float; HDF5's conversion to int64/double then has nothing unusual to handle.
 template <class V>
 V read_number_attribute(hid_t object, const std::string& name, const std::string& path, hid_t mem_type,
                         H5T_class_t want, const char* expected) {
   Handle a = open_attribute(object, name, path);
   Handle type(H5Aget_type(a), H5Tclose, "H5Aget_type");
   Handle space(H5Aget_space(a), H5Sclose, "H5Aget_space");
-  H5T_class_t c = H5Tget_class(type);
-  bool numeric = c == H5T_INTEGER || c == H5T_FLOAT;
-  if (!numeric || (want == H5T_INTEGER && c != H5T_INTEGER) || H5Sget_simple_extent_npoints(space) != 1)
-    throw IoError("attribute '" + name + "' of " + path + ": expected a " + expected + " scalar");
+  const H5T_class_t c = H5Tget_class(type);
+  const std::size_t size = H5Tget_size(type);
+  const bool integer = c == H5T_INTEGER && size >= 1 && size <= 8;
+  const bool real = c == H5T_FLOAT && (size == 4 || size == 8);
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (!(integer || (real && want == H5T_FLOAT)))
+    throw IoError("attribute '" + name + "' of " + path + ": expected " + expected + ", found " + type_text(type));
+  if (n != 1)
+    throw IoError("attribute '" + name + "' of " + path + ": expected " + expected + ", found " + std::to_string(n) +
+                  " elements");
   V v{};
   check(H5Aread(a, mem_type, &v), "cannot read attribute '" + name + "' of " + path);
   return v;
@@ -215,93 +242,82 @@ std::vector<std::string> attribute_names(hid_t object) {
   return names;
 }
 
-bool has_attribute(hid_t object, const std::string& name) {
-  htri_t e = H5Aexists(object, name.c_str());
-  H5Eclear2(H5E_DEFAULT);
+bool has_attribute(hid_t object, const std::string& name, const std::string& path) {
+  // H5Aexists decodes the object's attribute messages: on a damaged one it fails, which is not
+  // the same as "missing".
+  const htri_t e = H5Aexists(object, name.c_str());
+  if (e < 0) throw IoError("cannot read the attributes of " + path + " (looking for '" + name + "'): " + last_error());
   return e > 0;
 }
 
 void write_attribute(hid_t object, const std::string& name, const std::string& value) {
-  Handle t = string_type();
-  const char* p = value.c_str();
-  write_scalar_attribute(object, name, t, t, p);
+  if (value.size() > kMaxStringBytes)
+    throw IoError("attribute '" + name + "': a string of " + std::to_string(value.size()) + " bytes is longer than the " +
+                  std::to_string(kMaxStringBytes) + " that qkv reads back");
+  Handle t = string_type(value.size());
+  write_scalar_attribute(object, name, t, t, value.c_str());  // c_str(): an empty string writes one NUL
 }
 void write_attribute(hid_t object, const std::string& name, std::int64_t value) {
-  write_scalar_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, value);
+  write_scalar_attribute(object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
 }
 void write_attribute(hid_t object, const std::string& name, double value) {
-  write_scalar_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, value);
+  write_scalar_attribute(object, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value);
 }
 
 std::string read_string_attribute(hid_t object, const std::string& name, const std::string& path) {
   Handle a = open_attribute(object, name, path);
   Handle type(H5Aget_type(a), H5Tclose, "H5Aget_type");
-  return read_string(
-      type, [&](hid_t mem, void* buf) { return H5Aread(a, mem, buf); }, "attribute '" + name + "' of " + path);
+  Handle space(H5Aget_space(a), H5Sclose, "H5Aget_space");
+  const std::string what = "attribute '" + name + "' of " + path;
+  const std::size_t size = checked_string_size(a, type, space, what);
+  return read_string(type, size, [&](hid_t mem, void* buf) { return H5Aread(a, mem, buf); }, what);
 }
 
 std::int64_t read_int_attribute(hid_t object, const std::string& name, const std::string& path) {
-  return read_number_attribute<std::int64_t>(object, name, path, H5T_NATIVE_INT64, H5T_INTEGER, "integer");
+  return read_number_attribute<std::int64_t>(object, name, path, H5T_NATIVE_INT64, H5T_INTEGER, "one integer");
 }
 
 double read_double_attribute(hid_t object, const std::string& name, const std::string& path) {
-  return read_number_attribute<double>(object, name, path, H5T_NATIVE_DOUBLE, H5T_FLOAT, "number");
+  return read_number_attribute<double>(object, name, path, H5T_NATIVE_DOUBLE, H5T_FLOAT, "one number");
 }
 
 void write_string_dataset(hid_t parent, const std::string& name, const std::string& value) {
-  Handle t = string_type();
+  if (value.size() > kMaxStringBytes)
+    throw IoError("dataset '" + name + "': a string of " + std::to_string(value.size()) + " bytes is longer than the " +
+                  std::to_string(kMaxStringBytes) + " that qkv reads back");
+  Handle t = string_type(value.size());
   Handle space = scalar_space();
   Handle d(H5Dcreate2(parent, name.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
            "cannot create dataset '" + name + "'");
-  const char* p = value.c_str();
-  check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p), "cannot write dataset '" + name + "'");
+  check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, value.c_str()), "cannot write dataset '" + name + "'");
 }
-
-namespace {
-
-// HDF5 allocates a conversion buffer of a variable-length string's declared length before it
-// reads the bytes, so a damaged length (up to 4 GiB, from a few bytes of a small file) would be a
-// 4 GiB allocation (found by tests/fuzz/fuzz_checkpoint). The string's bytes live in the file, so
-// its length cannot exceed the file's size: check that first. For contiguous storage the element
-// on disk starts with its length, a little-endian uint32, at the dataset's offset (after any user
-// block). Compact or unallocated storage has no offset and is left to HDF5.
-void check_vlen_string_length(hid_t dataset, const std::string& path) {
-  const haddr_t offset = H5Dget_offset(dataset);
-  if (offset == HADDR_UNDEF) {
-    H5Eclear2(H5E_DEFAULT);
-    return;
-  }
-  Handle file(H5Iget_file_id(dataset), H5Fclose, "cannot find the file of " + path);
-  hsize_t file_size = 0, user_block = 0;
-  check(H5Fget_filesize(file, &file_size), "cannot read the size of the file of " + path);
-  Handle fcpl(H5Fget_create_plist(file), H5Pclose, "cannot read the creation properties of the file of " + path);
-  check(H5Pget_userblock(fcpl, &user_block), "cannot read the user block size of the file of " + path);
-  const ssize_t name_len = H5Fget_name(file, nullptr, 0);
-  if (name_len <= 0) throw IoError("cannot find the file name of " + path);
-  std::string name(static_cast<std::size_t>(name_len) + 1, '\0');
-  H5Fget_name(file, name.data(), name.size());
-  name.resize(static_cast<std::size_t>(name_len));
-  unsigned char b[4] = {0, 0, 0, 0};
-  int fd = ::open(name.c_str(), O_RDONLY);
-  if (fd < 0) throw IoError("cannot reopen " + name + " to check " + path);
-  const ssize_t got = ::pread(fd, b, sizeof b, static_cast<off_t>(offset + user_block));
-  ::close(fd);
-  if (got != static_cast<ssize_t>(sizeof b)) throw IoError(path + ": the string's data lies past the end of the file");
-  const std::uint64_t length = b[0] | (b[1] << 8) | (b[2] << 16) | (std::uint64_t(b[3]) << 24);
-  if (length > file_size)
-    throw IoError(path + ": damaged string: it declares " + std::to_string(length) + " bytes in a file of " +
-                  std::to_string(file_size));
-}
-
-}  // namespace
 
 std::string read_string_dataset(hid_t dataset, const std::string& path) {
-  Handle type(H5Dget_type(dataset), H5Tclose, "H5Dget_type");
-  Handle space(H5Dget_space(dataset), H5Sclose, "H5Dget_space");
-  if (H5Sget_simple_extent_npoints(space) != 1) throw IoError(path + ": expected a scalar string");
-  if (H5Tget_class(type) == H5T_STRING && H5Tis_variable_str(type) > 0) check_vlen_string_length(dataset, path);
+  Handle type(H5Dget_type(dataset), H5Tclose, "cannot read the type of " + path);
+  Handle space(H5Dget_space(dataset), H5Sclose, "cannot read the dataspace of " + path);
+  const std::size_t size = checked_string_size(dataset, type, space, path);
+  dataset_info(dataset, path);  // the stored bytes cover the declared size
   return read_string(
-      type, [&](hid_t mem, void* buf) { return H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, path);
+      type, size, [&](hid_t mem, void* buf) { return H5Dread(dataset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf); }, path);
+}
+
+std::string type_text(hid_t type) {
+  const H5T_class_t c = H5Tget_class(type);
+  const std::string of = " of " + std::to_string(H5Tget_size(type)) + " bytes";
+  switch (c) {
+    case H5T_INTEGER: return "an integer" + of;
+    case H5T_FLOAT: return "a float" + of;
+    case H5T_STRING: return H5Tis_variable_str(type) > 0 ? "a variable-length string" : "a fixed-length string" + of;
+    case H5T_COMPOUND: return "a compound";
+    case H5T_ENUM: return "an enum";
+    case H5T_VLEN: return "a variable-length sequence";
+    case H5T_ARRAY: return "an array type";
+    case H5T_OPAQUE: return "an opaque type";
+    case H5T_REFERENCE: return "a reference";
+    case H5T_BITFIELD: return "a bitfield";
+    case H5T_TIME: return "a time";
+    default: H5Eclear2(H5E_DEFAULT); return "an unreadable type";
+  }
 }
 
 void write_dataset(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, const Shape& shape,

@@ -11,12 +11,15 @@
 #include <iterator>
 #include <limits>
 
+#include "io/checkpoint_edit.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/version.hpp"
 #include "test_util.hpp"
 
 using namespace qkv;
 using namespace qkv::io;
+using qkv::test::edit;
+using qkv::test::load_error;
 namespace fs = std::filesystem;
 
 namespace {
@@ -77,15 +80,6 @@ void check_equal(const Checkpoint& a, const Checkpoint& b) {
   }
 }
 
-std::string load_error(const std::string& path) {
-  try {
-    load_checkpoint(path);
-  } catch (const IoError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -93,15 +87,6 @@ std::string read_bytes(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
-
-// Edit a saved file with the raw HDF5 API (to build damaged checkpoints).
-template <class F>
-void edit(const std::string& path, F f) {
-  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  REQUIRE(file >= 0);
-  f(file);
-  H5Fclose(file);
 }
 
 void set_int_attribute(hid_t file, const char* name, long long value) {
@@ -205,11 +190,16 @@ TEST_CASE("checkpoint: wrong format, wrong version and missing objects are named
   auto fresh = [&] { save_checkpoint(path, sample_checkpoint()); };
 
   fresh();
-  edit(path, [](hid_t f) { set_int_attribute(f, "format_version", 2); });
+  edit(path, [](hid_t f) { set_int_attribute(f, "format_version", kCheckpointVersion + 1); });
   std::string msg = load_error(path);
   CHECK(msg.find(path) != std::string::npos);
-  CHECK(msg.find("format_version 2 is not supported") != std::string::npos);
-  CHECK(msg.find("reads format_version 1") != std::string::npos);
+  CHECK(msg.find("format_version " + std::to_string(kCheckpointVersion + 1) + " is not supported") != std::string::npos);
+  CHECK(msg.find("reads format_version " + std::to_string(kCheckpointVersion)) != std::string::npos);
+  CHECK(msg.find("newer qkv") != std::string::npos);
+
+  fresh();
+  edit(path, [](hid_t f) { H5Adelete(f, "format_version"); });
+  CHECK(load_error(path).find("not a qkv checkpoint: the root attribute 'format_version' is missing") != std::string::npos);
 
   fresh();
   edit(path, [](hid_t f) { H5Adelete(f, "format"); });
@@ -291,7 +281,8 @@ TEST_CASE("inspect lists groups, datasets with shapes and statistics, attributes
   std::string text = inspect(path);
   INFO(text);
   CHECK(text.find("@format = \"qkv-checkpoint\"") != std::string::npos);
-  CHECK(text.find("@format_version = 1") != std::string::npos);
+  CHECK(text.find("@format_version = " + std::to_string(kCheckpointVersion)) != std::string::npos);
+  CHECK(text.find("note:") == std::string::npos);  // only for other format versions
   CHECK(text.find(std::string("@qkv_version = \"") + QKV_VERSION + "\"") != std::string::npos);
   CHECK(text.find("@step = 123456789012345") != std::string::npos);
   CHECK(text.find("/optimizer/exp_avg_sq/blocks.0.attn.w_q.bias  float32 (8)") != std::string::npos);

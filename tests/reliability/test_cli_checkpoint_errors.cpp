@@ -38,12 +38,11 @@ struct H5Edit {
   }
   void config_text(const std::string& text) {
     remove("/config");
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
+    hid_t t = H5Tcopy(H5T_C_S1);  // fixed-length, as qkv writes strings
+    H5Tset_size(t, text.size());
     hid_t space = H5Screate(H5S_SCALAR);
     hid_t d = H5Dcreate2(file, "/config", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    const char* p = text.c_str();
-    H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &p);
+    H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data());
     H5Dclose(d);
     H5Sclose(space);
     H5Tclose(t);

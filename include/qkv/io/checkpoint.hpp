@@ -5,6 +5,8 @@
 ///
 ///     /                    attributes format="qkv-checkpoint", format_version, qkv_version, step
 ///     /config              string: the resolved YAML config
+///
+/// Every string (attribute or dataset) is a fixed-length UTF-8 string of its own byte count.
 ///     /model/<dotted.name> float32 parameter tensors, in registration order
 ///     /optimizer           attribute step; /optimizer/<buffer>/<dotted.name> float32 tensors
 ///     /rng/<name>          uint64[2]: (seed, offset) of each generator
@@ -24,7 +26,8 @@
 namespace qkv::io {
 
 /// Bumped whenever the layout changes incompatibly; load_checkpoint refuses other versions.
-inline constexpr int kCheckpointVersion = 1;
+/// 2: every string fixed-length (1: variable-length; scripts/convert_checkpoint.py converts 1 to 2).
+inline constexpr int kCheckpointVersion = 2;
 /// Value of the root attribute `format`.
 inline constexpr const char* kCheckpointFormat = "qkv-checkpoint";
 
@@ -47,10 +50,12 @@ struct Checkpoint {
 /// is not writable, or the disk is full).
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 
-/// Read a checkpoint. Checks that the file is HDF5, that the root attribute format is
-/// "qkv-checkpoint" and that format_version == kCheckpointVersion (the error says found vs
-/// supported). Every error is an IoError naming `path` and the missing or bad object; truncated
-/// or garbage files give errors, never crashes.
+/// Read a checkpoint. Checks that the file is HDF5, that the integer root attribute format_version
+/// == kCheckpointVersion (read before anything else; the error says found vs supported, and for 1
+/// how to convert), then that the root attribute format is "qkv-checkpoint". Every error is an
+/// IoError naming `path` and the missing or bad object; truncated or garbage files give errors,
+/// never crashes. Strings are checked before they are read (h5::read_string_attribute): a
+/// variable-length string is refused without being read.
 Checkpoint load_checkpoint(const std::string& path);
 
 /// Compare the model tensors of a checkpoint (`found`) with a model's state (`expected`): names
@@ -61,7 +66,8 @@ void check_compatible(const nn::StateDict<float>& expected, const nn::StateDict<
 
 /// A human-readable listing of any HDF5 file (for `qkv inspect`): every group and dataset by
 /// full path with dtype and shape, min/max/mean/std of numeric datasets (the values of small
-/// integer ones), every attribute, and the stored config text.
+/// integer ones), every attribute, and the stored config text. Variable-length strings are shown
+/// as unreadable, not read; a format_version other than kCheckpointVersion adds a note.
 std::string inspect(const std::string& path);
 
 namespace testing {

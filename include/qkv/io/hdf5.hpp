@@ -1,12 +1,15 @@
 #pragma once
 /// @file
 /// Small RAII layer over the HDF5 C API: owned identifiers, groups that remember creation
-/// order, string/number attributes, n-d datasets, and errors that carry HDF5's own reason.
+/// order, string/number attributes (checked before they are read), n-d datasets, and errors that
+/// carry HDF5's own reason.
 /// Every failing call throws IoError; nothing is printed (HDF5's automatic error printing is
 /// switched off by quiet(), which every entry point calls).
 
 #include <hdf5.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -66,21 +69,37 @@ enum class Kind { Group, Dataset, Other };
 std::vector<std::pair<std::string, Kind>> children(hid_t group);
 /// Attribute names of an object in creation order when tracked, else in name order.
 std::vector<std::string> attribute_names(hid_t object);
-bool has_attribute(hid_t object, const std::string& name);
+/// Whether `object` has attribute `name`; throws IoError naming `path` when HDF5 cannot decode
+/// the object's attributes (a damaged file), rather than answering "no".
+bool has_attribute(hid_t object, const std::string& name, const std::string& path);
 
-/// Scalar attributes. Strings are variable-length UTF-8 (h5py reads them as str).
+/// The longest string qkv reads back (a config text is a few KiB); the writer refuses longer ones.
+inline constexpr std::size_t kMaxStringBytes = std::size_t(64) << 20;
+
+/// Scalar attributes. A string is stored as a FIXED-length string of its own byte count (at least
+/// 1), NUL-padded, UTF-8 (h5py reads it as numpy bytes). Never variable-length: HDF5 1.10 reads
+/// damaged variable-length strings with 4 GiB allocations and overlapping memcpy (docs/reliability.md).
 void write_attribute(hid_t object, const std::string& name, const std::string& value);
 void write_attribute(hid_t object, const std::string& name, std::int64_t value);
 void write_attribute(hid_t object, const std::string& name, double value);
-/// Read a scalar attribute; `path` names the object in errors.
+/// Read a scalar attribute; `path` names the object in errors. Every check happens before HDF5
+/// reads or converts a byte: strings must be one fixed-length string (a variable-length string is
+/// refused, never read) of at most kMaxStringBytes and at most the file's size; numbers must be
+/// one integer of 1 to 8 bytes (read_int) or one integer or 4/8-byte float (read_double).
+/// Trailing NUL padding is dropped (for NULLTERM strings: everything from the first NUL).
 std::string read_string_attribute(hid_t object, const std::string& name, const std::string& path);
 std::int64_t read_int_attribute(hid_t object, const std::string& name, const std::string& path);
 double read_double_attribute(hid_t object, const std::string& name, const std::string& path);
 
-/// A scalar variable-length UTF-8 string dataset.
+/// A scalar fixed-length string dataset (stored like a string attribute).
 void write_string_dataset(hid_t parent, const std::string& name, const std::string& value);
-/// Reads a scalar string dataset (variable or fixed length).
+/// Reads a scalar fixed-length string dataset, with the checks of read_string_attribute plus
+/// dataset_info's stored-bytes check; a variable-length string is refused, never read.
 std::string read_string_dataset(hid_t dataset, const std::string& path);
+
+/// What a datatype is, for error messages: "a variable-length string", "a fixed-length string of
+/// 14 bytes", "an integer of 8 bytes", "a float of 4 bytes", "a compound", ...
+std::string type_text(hid_t type);
 
 /// An n-d dataset of `shape` (rank 0: scalar dataspace) stored as `file_type`, written from
 /// `data` in `mem_type` (row-major).
