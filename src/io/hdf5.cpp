@@ -1,6 +1,7 @@
 #include "qkv/io/hdf5.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 namespace qkv::io::h5 {
@@ -353,17 +354,32 @@ DatasetInfo dataset_info(hid_t dataset, const std::string& path) {
     case H5T_STRING: info.dtype = "string"; break;
     default: info.dtype = "other"; break;
   }
-  // Damaged metadata must give an error, not a huge allocation: for contiguous storage the
-  // allocated bytes must cover the declared shape.
+  // Damaged metadata must give an error, not a huge allocation or a read past HDF5's buffer:
+  // the bytes stored must cover the declared shape. qkv writes contiguous datasets; compact ones
+  // (data inside the object header) are checked the same way (HDF5 1.10.8 reads a compact
+  // dataset whose stored data is shorter than its shape from a null pointer: fuzzer input
+  // regressions/checkpoint/compact-dataset-stores-no-bytes.h5). Chunked and virtual datasets,
+  // whose stored size says nothing about the shape, are refused.
   double want = static_cast<double>(info.type_size);
   for (auto d : info.shape) want *= static_cast<double>(d);
   Handle dcpl(H5Dget_create_plist(dataset), H5Pclose, "cannot read the layout of " + path);
-  if (want > 0 && H5Pget_layout(dcpl) == H5D_CONTIGUOUS) {
-    double stored = static_cast<double>(H5Dget_storage_size(dataset));
-    if (stored < want)
-      throw IoError(path + ": a " + shape_str(info.shape) + " " + info.dtype + " dataset needs " +
-                    std::to_string(static_cast<long long>(want)) + " bytes but " +
-                    std::to_string(static_cast<long long>(stored)) + " are stored");
+  const H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout != H5D_CONTIGUOUS && layout != H5D_COMPACT)
+    throw IoError(path + ": stored " + (layout == H5D_CHUNKED ? "chunked" : layout == H5D_VIRTUAL ? "virtual" : "in an unknown layout") +
+                  "; qkv reads contiguous (or compact) datasets");
+  // The stored size of a contiguous dataset is a field of its (possibly damaged) layout message,
+  // so its bytes must also lie inside the file (found by the fuzzer:
+  // regressions/checkpoint/contiguous-dataset-declares-88TB.h5).
+  const double stored = static_cast<double>(H5Dget_storage_size(dataset));
+  const double file = static_cast<double>(file_size_of(dataset, path));
+  const haddr_t offset = layout == H5D_CONTIGUOUS ? H5Dget_offset(dataset) : HADDR_UNDEF;
+  if (offset == HADDR_UNDEF) H5Eclear2(H5E_DEFAULT);
+  const double end = (offset == HADDR_UNDEF ? 0.0 : static_cast<double>(offset)) + want;
+  if (want > 0 && (stored < want || (layout == H5D_CONTIGUOUS && end > file))) {
+    char need[128];
+    if (stored < want) std::snprintf(need, sizeof need, "%.0f bytes but %.0f are stored", want, stored);
+    else std::snprintf(need, sizeof need, "%.0f bytes, past the end of the file (%.0f bytes)", want, file);
+    throw IoError(path + ": a " + shape_str(info.shape) + " " + info.dtype + " dataset needs " + need);
   }
   return info;
 }

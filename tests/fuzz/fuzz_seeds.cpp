@@ -1,11 +1,92 @@
 // Writes seed checkpoints for the checkpoint fuzzer into the directory given as argv[1]: a small
-// complete one, one with empty groups, and one with several tensors per group.
+// complete one, one with empty groups, one with several tensors per group, and damaged copies of
+// the small one ("damaged-*.h5") whose strings declare sizes they do not have. The damaged ones
+// are also kept in tests/fuzz/regressions/checkpoint/ (without the prefix), so the test suite
+// replays them: each must be refused with an IoError before HDF5 reads or allocates the string.
+#include <hdf5.h>
+
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
+#include "h5_image.hpp"
 #include "qkv/io/checkpoint.hpp"
 
 using namespace qkv;
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// `seed` with the 4-byte size field of attribute `name`'s datatype set to `size` (checksums fixed).
+void patch_attribute_size(const std::string& seed, const std::string& name, std::uint32_t size, const std::string& out) {
+  std::string image = read_bytes(seed);
+  const std::size_t type = fuzz::attribute_datatype(image, name);
+  if (type == std::string::npos) throw std::runtime_error("no attribute " + name + " in " + seed);
+  auto* bytes = reinterpret_cast<std::uint8_t*>(image.data());
+  fuzz::write_le(bytes + type + 4, size, 4);
+  fuzz::fix_object_header_checksums(bytes, image.size());
+  write_bytes(out, image);
+}
+
+template <class F>
+void edit(const std::string& path, F f) {
+  hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  if (file < 0) throw std::runtime_error("cannot open " + path);
+  f(file);
+  H5Fclose(file);
+}
+
+void write_damaged(const std::string& dir, const std::string& seed) {
+  // /config declares a 4 GiB fixed-length string and stores nothing (the version-2 form of
+  // regressions/checkpoint/config-string-declares-4GiB.h5, where a variable-length length did).
+  const std::string config = dir + "/damaged-config-fixed-string-declares-4GiB.h5";
+  write_bytes(config, read_bytes(seed));
+  edit(config, [](hid_t f) {
+    H5Ldelete(f, "/config", H5P_DEFAULT);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 0xFFFFFFF0u);
+    hid_t space = H5Screate(H5S_SCALAR);
+    H5Dclose(H5Dcreate2(f, "/config", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Sclose(space);
+    H5Tclose(t);
+  });
+  // Root attributes whose datatype declares more bytes than the attribute stores.
+  patch_attribute_size(seed, "format", 0xFFFFFFF0u, dir + "/damaged-format-attribute-declares-4GiB.h5");
+  patch_attribute_size(seed, "format", 64, dir + "/damaged-format-attribute-declares-64-bytes.h5");
+  patch_attribute_size(seed, "format_version", 16, dir + "/damaged-format-version-declares-16-bytes.h5");
+  // `format` rewritten as a variable-length string whose length in the global heap says 100 MB
+  // (the version-2 form of regressions/checkpoint/vlen-attribute-memcpy-overlap-in-hdf5.h5).
+  const std::string vlen = dir + "/damaged-format-attribute-vlen-heap-length.h5";
+  write_bytes(vlen, read_bytes(seed));
+  edit(vlen, [](hid_t f) {
+    H5Adelete(f, "format");
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "format", t, space, H5P_DEFAULT, H5P_DEFAULT);
+    const char* value = io::kCheckpointFormat;
+    H5Awrite(a, t, &value);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(t);
+  });
+  std::string image = read_bytes(vlen);
+  const std::size_t at = image.find(io::kCheckpointFormat);  // in the global heap (GCOL)
+  if (at == std::string::npos || at < 8) throw std::runtime_error("no heap object in " + vlen);
+  fuzz::write_le(reinterpret_cast<std::uint8_t*>(image.data()) + at - 8, 0x600000e, 8);
+  write_bytes(vlen, image);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -32,5 +113,12 @@ int main(int argc, char** argv) {
     wide.model.emplace_back("blocks." + std::to_string(i) + ".w", full<float>({2, 2}, static_cast<float>(i)));
   wide.metrics.emplace_back("accuracy", std::vector<double>(20, 0.25));
   io::save_checkpoint(dir + "/wide.h5", wide);
+
+  try {
+    write_damaged(dir, dir + "/small.h5");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuzz_seeds: %s\n", e.what());
+    return 1;
+  }
   return 0;
 }

@@ -114,8 +114,9 @@ struct DatasetInfo {
   bool is_signed = false;
   std::string dtype;  ///< "float32", "float64", "int64", "uint64", "string", ...
 };
-/// Shape and type; for contiguous storage also checks that the stored bytes cover the shape, so a
-/// damaged size gives an IoError rather than a huge allocation by the caller.
+/// Shape and type. Also checks that the dataset is contiguous or compact and that its stored bytes
+/// cover the shape, so a damaged size gives an IoError rather than a huge allocation by the
+/// caller or a read past HDF5's own buffer; chunked and virtual datasets are refused.
 DatasetInfo dataset_info(hid_t dataset, const std::string& path);
 /// Read the whole dataset converted to `mem_type` into `out` (numel(shape) elements).
 void read_dataset(hid_t dataset, hid_t mem_type, void* out, const std::string& path);
