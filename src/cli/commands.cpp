@@ -1,5 +1,6 @@
 // The qkv subcommands. Errors become a message on stderr and an exit status (see commands.hpp).
 #include "commands.hpp"
+#include "probe.hpp"
 
 #include <cstdio>
 #include <filesystem>
@@ -52,6 +53,7 @@ Loaded load(const std::string& path, const std::vector<std::string>& overrides) 
   for (auto& o : overrides)
     if (o.rfind("task.", 0) != 0)
       throw config::ConfigError("--set", 0, o, "only task.* keys can be changed when evaluating a checkpoint");
+  probe_checkpoint(path);
   io::Checkpoint c = io::load_checkpoint(path);
   Loaded l;
   l.cfg = config::parse_config(c.config_yaml, path + ":/config", overrides);
@@ -79,6 +81,7 @@ int train(const TrainArgs& a) {
     auto overrides = a.overrides;
     if (!a.out.empty()) overrides.push_back("run.out=" + a.out);
     config::Config cfg = config::load_config(a.config, overrides);
+    if (!a.resume.empty()) probe_checkpoint(a.resume);
     dist::Comm& comm = dist::world();
     train::RunOptions o;
     o.resume = a.resume;
@@ -115,6 +118,7 @@ int eval(const std::string& path, const std::vector<std::string>& overrides, int
 
 int inspect(const std::string& path) {
   return guarded([&] {
+    probe_checkpoint(path);
     std::cout << io::inspect(path);
     return 0;
   });

@@ -7,25 +7,10 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "qkv/config/config.hpp"
 #include "qkv/kernels/parallel.hpp"
 
 namespace {
-
-// Levenshtein distance, for "did you mean".
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // CLI11 takes an unknown first word for a positional argument and then only says "A subcommand
 // is required". Returns true (after saying so) when the first word is missing or not a command,
@@ -40,7 +25,7 @@ bool bad_command(const CLI::App& app, int argc, char** argv) {
   std::size_t best_d = 3;  // suggest only within two edits
   for (auto& n : names) {
     list += (list.empty() ? "" : ", ") + n;
-    const std::size_t d = edit_distance(word, n);
+    const std::size_t d = qkv::config::edit_distance(word, n);
     if (d < best_d) best_d = d, best = n;
   }
   const std::string what = argc > 1 ? "unknown command '" + word + "'" : "a command is required";
