@@ -52,15 +52,6 @@ void accumulate(const Variable<T>& x, Array<T>&& g, const char* op) {
     x.accumulate_grad(sum_to(g, x.shape()), op);
 }
 
-// Forward of a unary op whose backward needs its output y: the value, plus a copy of it for the
-// backward closure when a gradient will be needed.
-template <class T>
-std::pair<Array<T>, Array<T>> value_and_saved(Array<T> y, bool need) {
-  Array<T> saved;
-  if (need) saved = y;
-  return {std::move(y), std::move(saved)};
-}
-
 }  // namespace
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -186,11 +177,10 @@ Variable<T> rdiv_scalar(const Variable<T>& a, T s) {
 
 template <class T>
 Variable<T> exp(const Variable<T>& a) {
-  const bool need = needs_grad(a);
-  auto [y, saved] = value_and_saved(map(a.value(), [](T x) { return std::exp(x); }), need);
-  return record_op<T>("exp", std::move(y), need, [a, y = std::move(saved)](const Array<T>& g) {
-    a.accumulate_grad(zip(g, y, [](T v, T e) { return v * e; }), "exp");
-  });
+  return record_op<T>("exp", map(a.value(), [](T x) { return std::exp(x); }), needs_grad(a),
+                      [a](const Array<T>& g, const Array<T>& y) {
+                        a.accumulate_grad(zip(g, y, [](T v, T e) { return v * e; }), "exp");
+                      });
 }
 
 template <class T>
@@ -202,11 +192,10 @@ Variable<T> log(const Variable<T>& a) {
 
 template <class T>
 Variable<T> sqrt(const Variable<T>& a) {
-  const bool need = needs_grad(a);
-  auto [y, saved] = value_and_saved(map(a.value(), [](T x) { return std::sqrt(x); }), need);
-  return record_op<T>("sqrt", std::move(y), need, [a, y = std::move(saved)](const Array<T>& g) {
-    a.accumulate_grad(zip(g, y, [](T v, T r) { return v / (T(2) * r); }), "sqrt");
-  });
+  return record_op<T>("sqrt", map(a.value(), [](T x) { return std::sqrt(x); }), needs_grad(a),
+                      [a](const Array<T>& g, const Array<T>& y) {
+                        a.accumulate_grad(zip(g, y, [](T v, T r) { return v / (T(2) * r); }), "sqrt");
+                      });
 }
 
 template <class T>
@@ -222,11 +211,10 @@ Variable<T> pow(const Variable<T>& a, T p) {
 
 template <class T>
 Variable<T> tanh(const Variable<T>& a) {
-  const bool need = needs_grad(a);
-  auto [y, saved] = value_and_saved(map(a.value(), [](T x) { return std::tanh(x); }), need);
-  return record_op<T>("tanh", std::move(y), need, [a, y = std::move(saved)](const Array<T>& g) {
-    a.accumulate_grad(zip(g, y, [](T v, T t) { return v * (T(1) - t * t); }), "tanh");
-  });
+  return record_op<T>("tanh", map(a.value(), [](T x) { return std::tanh(x); }), needs_grad(a),
+                      [a](const Array<T>& g, const Array<T>& y) {
+                        a.accumulate_grad(zip(g, y, [](T v, T t) { return v * (T(1) - t * t); }), "tanh");
+                      });
 }
 
 template <class T>
