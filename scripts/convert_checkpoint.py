@@ -2,12 +2,19 @@
 """Convert a qkv checkpoint from format_version 1 to format_version 2 (docs/checkpoint.md).
 
     scripts/convert_checkpoint.py IN.h5 OUT.h5     (OUT may be IN: the file is then replaced)
+    scripts/convert_checkpoint.py --reseal FILE.h5 (recompute the qkv header after an edit)
 
 Version 1 stored every string (the root attributes `format` and `qkv_version`, the `/config`
 dataset) as a variable-length HDF5 string; version 2 stores them fixed-length (the string's
 UTF-8 bytes, NUL-padded, at least 1 byte), which is all that changed. Everything else is copied
 as it is: groups and attributes in creation order (tracked, as qkv writes them), every dataset
-with its dtype, shape and contiguous layout.
+with its dtype, shape and contiguous layout. Version 2 files also start with a 512-byte HDF5 user
+block holding qkv's text header (magic, format_version, file length, CRC-64/XZ of every byte after
+the block), which the output gets.
+
+--reseal recomputes that header in place (atomically) for a version-2 file that was edited on
+purpose, e.g. with h5py (which keeps the user block), so that qkv loads it again; a file with no
+user block (an HDF5 file starting with its signature) gets one put in front.
 
 The output is built in memory, written to OUT.tmp-<pid> in OUT's directory and fsync'ed, read
 back and compared with the input object by object, then renamed over OUT. The input is only ever opened read-only; on
@@ -19,6 +26,7 @@ through HDF5's own conversion, which a deliberately damaged file can crash; that
 itself no longer reads them.
 """
 import io
+import lzma
 import os
 import sys
 
@@ -27,6 +35,63 @@ import numpy as np
 
 FROM_VERSION, TO_VERSION = 1, 2
 CRT = h5py.h5.INDEX_CRT_ORDER
+HEADER_BYTES = 512
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def crc64_xz_slow(data):
+    """CRC-64/XZ bit by bit (reflected ECMA-182 polynomial, init and xorout all ones)."""
+    crc = (1 << 64) - 1
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0xC96C5795D7870F42 if crc & 1 else 0)
+    return crc ^ ((1 << 64) - 1)
+
+
+def crc64_xz(data):
+    """The same CRC at C speed: an .xz stream with check=CRC64 stores it after the block."""
+    xz = lzma.compress(data, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64, preset=0)
+    index_bytes = (int.from_bytes(xz[-8:-4], "little") + 1) * 4  # stream footer: backward size
+    end = len(xz) - 12 - index_bytes
+    return int.from_bytes(xz[end - 8:end], "little")
+
+
+assert crc64_xz_slow(b"123456789") == crc64_xz(b"123456789") == 0x995DC9BBDF1939FA
+
+
+def qkv_header(image):
+    """The 512-byte header for a whole file image (user block included), as qkv writes it."""
+    text = (f"qkv-checkpoint\nformat_version {TO_VERSION}\nbytes {len(image)}\n"
+            f"crc64-xz {crc64_xz(bytes(image[HEADER_BYTES:])):016x}\n"
+            f"# CRC-64/XZ of bytes 512 to the end (an HDF5 file with a 512-byte user block); "
+            f"after editing the file on purpose: scripts/convert_checkpoint.py --reseal FILE\n").encode()
+    return text.ljust(HEADER_BYTES, b"\0")
+
+
+def sealed(image):
+    """`image` with its qkv header recomputed (or a header block put in front of a bare HDF5 file)."""
+    image = bytearray(image)
+    if image[:8] == HDF5_SIGNATURE:
+        image[0:0] = bytes(HEADER_BYTES)
+    elif image[HEADER_BYTES:HEADER_BYTES + 8] != HDF5_SIGNATURE:
+        fail("neither a qkv checkpoint nor an HDF5 file (no HDF5 signature at byte 0 or 512)")
+    image[:HEADER_BYTES] = qkv_header(image)
+    return bytes(image)
+
+
+def write_atomically(path, data):
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def fail(msg):
@@ -166,10 +231,10 @@ def convert(src_path, dst_path):
             # Built in memory and written by Python, as qkv's save_checkpoint does: after a write
             # error (a full disk) HDF5's own file driver leaves a file it crashes on at exit.
             image = io.BytesIO()
-            with h5py.File(image, "w", track_order=True) as dst:
+            with h5py.File(image, "w", track_order=True, userblock_size=HEADER_BYTES) as dst:
                 copy_group(src, dst, "/", replace={"format_version": np.int64(TO_VERSION)})
             with open(tmp, "wb") as f:
-                f.write(image.getbuffer())
+                f.write(sealed(image.getvalue()))
                 f.flush()
                 os.fsync(f.fileno())
             with h5py.File(tmp, "r") as out:
@@ -189,9 +254,27 @@ def convert(src_path, dst_path):
         pass  # best effort, as in qkv's save_checkpoint
 
 
+def reseal(path):
+    with open(path, "rb") as f:
+        image = f.read()
+    write_atomically(path, sealed(image))
+    with h5py.File(path, "r") as f:  # still an HDF5 file that h5py reads
+        if f.userblock_size != HEADER_BYTES:
+            fail(f"user block of {f.userblock_size} bytes after resealing, expected {HEADER_BYTES}")
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--reseal":
+        try:
+            reseal(argv[2])
+        except (RuntimeError, OSError) as e:
+            print(f"convert_checkpoint: {argv[2]}: {e} (nothing written)", file=sys.stderr)
+            return 1
+        print(f"{argv[2]}: qkv header recomputed")
+        return 0
     if len(argv) != 3 or argv[1].startswith("-"):
         print("usage: " + __doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print("       " + __doc__.strip().splitlines()[3].strip(), file=sys.stderr)
         return 2
     src, dst = argv[1], argv[2]
     try:

@@ -14,6 +14,7 @@
 #include <map>
 #include <sstream>
 
+#include "file_bytes.hpp"
 #include "qkv/version.hpp"
 
 namespace qkv::io {
@@ -94,6 +95,8 @@ Handle file_create_plist() {
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "H5Pcreate");
   h5::check(H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "link creation order");
   h5::check(H5Pset_attr_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "attribute creation order");
+  // The user block holds qkv's header (checkpoint_header); HDF5 starts its own file after it.
+  h5::check(H5Pset_userblock(fcpl, kCheckpointHeaderBytes), "user block");
   return fcpl;
 }
 
@@ -145,6 +148,16 @@ void write_file(const std::string& file_name, const Checkpoint& ck) {
   if (H5Fget_file_image(file, image.data(), image.size()) != size)
     throw IoError("cannot get the file image of " + file_name + ": " + h5::last_error());
   file.close("cannot close " + file_name);
+  // HDF5 1.10.8 returns the image without the user block (its superblock still records one of
+  // kCheckpointHeaderBytes); put the block in front, where HDF5 expects it.
+  if (image.size() >= 4 && std::memcmp(image.data(), "\x89HDF", 4) == 0)
+    image.insert(image.begin(), kCheckpointHeaderBytes, '\0');
+  if (image.size() < kCheckpointHeaderBytes + 8 || std::memcmp(image.data() + kCheckpointHeaderBytes, "\x89HDF", 4) != 0)
+    throw IoError("the HDF5 image of " + file_name + " does not start after the " + std::to_string(kCheckpointHeaderBytes) +
+                  "-byte user block");
+  const std::string header = checkpoint_header(
+      image.size(), checkpoint_checksum(image.data() + kCheckpointHeaderBytes, image.size() - kCheckpointHeaderBytes));
+  std::memcpy(image.data(), header.data(), kCheckpointHeaderBytes);
 
   int fd = ::open(file_name.c_str(), O_WRONLY | O_TRUNC);
   if (fd < 0) throw IoError("cannot open " + file_name + ": " + errno_text());
@@ -180,20 +193,21 @@ std::string parent_dir(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 
-// Opens an existing HDF5 file for reading with clear errors for the usual ways that fails.
-Handle open_for_reading(const std::string& path) {
+// Reads the file once, verifies qkv's header and checksum (unless `verify` is false: inspect of a
+// trusted file without a header), and only then hands the bytes to HDF5, from memory: nothing
+// can change between the check and the parse, and HDF5 never sees unverified bytes.
+Handle open_for_reading(const std::string& path, bool verify) {
   h5::quiet();
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw IoError("cannot open: " + errno_text());
-  if (S_ISDIR(st.st_mode)) throw IoError("is a directory, not a checkpoint file");
-  if (::access(path.c_str(), R_OK) != 0) throw IoError("cannot read: " + errno_text());
-  htri_t is_h5 = H5Fis_hdf5(path.c_str());
-  if (is_h5 <= 0) {
-    H5Eclear2(H5E_DEFAULT);
-    throw IoError(std::string("not an HDF5 file (no HDF5 signature") + (st.st_size == 0 ? "; the file is empty" : "") + ")");
-  }
-  return Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose,
-                "cannot open the HDF5 file (truncated or damaged?)");
+  const std::string image = detail::read_whole_file(path);
+  if (verify) verify_checkpoint_image(image, path);
+  else if (image.empty()) throw IoError("not an HDF5 file (the file is empty)");
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");
+  h5::check(H5Pset_fapl_core(fapl, std::size_t(1) << 20, false), "core driver");
+  h5::check(H5Pset_file_image(fapl, const_cast<char*>(image.data()), image.size()), "cannot hand the file image to HDF5");
+  // A name no file has: HDF5 reads the image only, never the disk.
+  const std::string name = "qkv-verified-image:" + path;
+  return Handle(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose,
+                verify ? "cannot open the HDF5 file after the qkv header (crafted?)" : "cannot open as an HDF5 file (truncated or damaged?)");
 }
 
 std::string version_error(std::int64_t version, const std::string& path) {
@@ -211,7 +225,7 @@ std::string version_error(std::int64_t version, const std::string& path) {
 }
 
 Checkpoint read_file(const std::string& path) {
-  Handle file = open_for_reading(path);
+  Handle file = open_for_reading(path, true);
   Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
   Checkpoint ck;
   // format_version is read first and alone: it is an integer, safe to read whatever wrote the
@@ -424,14 +438,14 @@ void check_compatible(const nn::StateDict<float>& expected, const nn::StateDict<
                      problems);
 }
 
-std::string inspect(const std::string& path) {
+std::string inspect(const std::string& path, bool verify) {
   try {
-    Handle file = open_for_reading(path);
+    Handle file = open_for_reading(path, verify);
     Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
     std::ostringstream out;
-    struct stat st;
-    ::stat(path.c_str(), &st);
-    out << path << "  (HDF5, " << st.st_size << " bytes)\n";
+    hsize_t size = 0;
+    H5Fget_filesize(file, &size);
+    out << path << "  (HDF5, " << size << " bytes" << (verify ? ", qkv header and checksum verified" : ", not verified") << ")\n";
     walk(root, "/", out);
     try {
       if (h5::has_attribute(root, "format_version", "/")) {

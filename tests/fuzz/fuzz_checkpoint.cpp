@@ -9,15 +9,22 @@
 
 extern "C" std::size_t LLVMFuzzerMutate(std::uint8_t* data, std::size_t size, std::size_t max_size);
 
-// libFuzzer's own mutation, then (three times in four) the object header checksums recomputed, so
-// that a mutated attribute or datatype message reaches the decoders and qkv's checks instead of
-// stopping at HDF5's checksum test (h5_image.hpp). QKV_FUZZ_RAW=1 turns the recomputation off:
-// damage as a disk or a truncated copy would make it, rather than a crafted file.
+// libFuzzer's own mutation, then (three times in four) the object header checksums and qkv's
+// whole-file header recomputed, so that a mutated attribute or datatype message gets past qkv's
+// checksum and HDF5's and reaches the decoders and qkv's later checks (h5_image.hpp): a crafted
+// file. The fourth time nothing is recomputed, which fuzzes the header check itself.
+// QKV_FUZZ_RAW=1 recomputes nothing ever (damage as a disk or a truncated copy would make it:
+// every such input must stop at the header check); QKV_FUZZ_RESEAL=0 recomputes HDF5's checksums
+// but not qkv's header.
 extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,
                                                unsigned int seed) {
   static const bool raw = std::getenv("QKV_FUZZ_RAW") && *std::getenv("QKV_FUZZ_RAW") == '1';
+  static const bool reseal = !(std::getenv("QKV_FUZZ_RESEAL") && *std::getenv("QKV_FUZZ_RESEAL") == '0');
   size = LLVMFuzzerMutate(data, size, max_size);
-  if (!raw && seed % 4 != 0) qkv::fuzz::fix_object_header_checksums(data, size);
+  if (!raw && seed % 4 != 0) {
+    qkv::fuzz::fix_object_header_checksums(data, size);
+    if (reseal) qkv::fuzz::reseal_qkv_header(data, size);
+  }
   return size;
 }
 

@@ -3,6 +3,7 @@
 // the small one ("damaged-*.h5") whose strings declare sizes they do not have. The damaged ones
 // are also kept in tests/fuzz/regressions/checkpoint/ (without the prefix), so the test suite
 // replays them: each must be refused with an IoError before HDF5 reads or allocates the string.
+// Every damaged seed is resealed (a valid qkv header and checksum), so it reaches those checks.
 #include <hdf5.h>
 
 #include <cstdio>
@@ -35,6 +36,7 @@ void patch_attribute_size(const std::string& seed, const std::string& name, std:
   fuzz::write_le(bytes + type + 4, size, 4);
   fuzz::fix_object_header_checksums(bytes, image.size());
   write_bytes(out, image);
+  io::seal_checkpoint_file(out);
 }
 
 template <class F>
@@ -43,6 +45,7 @@ void edit(const std::string& path, F f) {
   if (file < 0) throw std::runtime_error("cannot open " + path);
   f(file);
   H5Fclose(file);
+  io::seal_checkpoint_file(path);
 }
 
 void write_damaged(const std::string& dir, const std::string& seed) {
@@ -84,6 +87,7 @@ void write_damaged(const std::string& dir, const std::string& seed) {
   if (at == std::string::npos || at < 8) throw std::runtime_error("no heap object in " + vlen);
   fuzz::write_le(reinterpret_cast<std::uint8_t*>(image.data()) + at - 8, 0x600000e, 8);
   write_bytes(vlen, image);
+  io::seal_checkpoint_file(vlen);
 }
 
 }  // namespace

@@ -5,11 +5,16 @@
 // continued in "OCHK" chunks) protected by a checksum. A random mutation of a header message (an
 // attribute's datatype, say) then only ever reaches HDF5's checksum check. Recomputing the
 // checksums after mutating lets the mutated messages reach the decoders and qkv's checks.
+// Checkpoints also start with qkv's own header (a 512-byte HDF5 user block with a CRC-64 of the
+// whole file, checked before HDF5 runs): reseal_qkv_header recomputes it, so that a crafted file
+// gets past it too. HDF5 addresses are relative to the superblock (byte 512 in a checkpoint).
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
+
+#include "qkv/io/checkpoint.hpp"
 
 // HDF5's metadata checksum (Jenkins' lookup3). libhdf5 exports it but declares it only in its
 // private headers.
@@ -32,8 +37,8 @@ namespace detail {
 // Walks the messages in [p, end) of a version-2 header chunk and fixes the checksums of the OCHK
 // chunks that continuation messages (type 0x10: address, length; 8-byte offsets and lengths, as
 // qkv's files have) point to. Anything that does not parse is left alone.
-inline void fix_continuations(std::uint8_t* data, std::size_t size, std::size_t p, std::size_t end, bool crt_order,
-                              int depth) {
+inline void fix_continuations(std::uint8_t* data, std::size_t size, std::size_t base, std::size_t p, std::size_t end,
+                              bool crt_order, int depth) {
   const std::size_t head = crt_order ? 6 : 4;
   while (depth < 16 && p + head <= end) {
     const std::uint8_t type = data[p];
@@ -41,9 +46,9 @@ inline void fix_continuations(std::uint8_t* data, std::size_t size, std::size_t 
     p += head;
     if (p + len > end) return;
     if (type == 0x10 && len >= 16) {
-      const std::uint64_t addr = read_le(data + p, 8), clen = read_le(data + p + 8, 8);
+      const std::uint64_t addr = read_le(data + p, 8) + base, clen = read_le(data + p + 8, 8);
       if (clen >= 8 && addr < size && clen <= size - addr && std::memcmp(data + addr, "OCHK", 4) == 0) {
-        fix_continuations(data, size, addr + 4, addr + clen - 4, crt_order, depth + 1);
+        fix_continuations(data, size, base, addr + 4, addr + clen - 4, crt_order, depth + 1);
         write_le(data + addr + clen - 4, H5_checksum_metadata(data + addr, clen - 4, 0), 4);
       }
     }
@@ -53,9 +58,26 @@ inline void fix_continuations(std::uint8_t* data, std::size_t size, std::size_t 
 
 }  // namespace detail
 
+/// Where the HDF5 superblock (and so address 0) is: byte 0, 512, 1024, ... (0 if none).
+inline std::size_t superblock_offset(const std::uint8_t* data, std::size_t size) {
+  for (std::size_t at = 0; at + 8 <= size; at = at ? at * 2 : 512)
+    if (std::memcmp(data + at, "\x89HDF\r\n\x1a\n", 8) == 0) return at;
+  return 0;
+}
+
+/// Recompute qkv's header (io::checkpoint_header) in place when the image starts with one; the
+/// recorded length becomes the image's own.
+inline void reseal_qkv_header(std::uint8_t* data, std::size_t size) {
+  const std::size_t n = io::kCheckpointHeaderBytes;
+  if (size < n || std::memcmp(data, io::kCheckpointFormat, std::strlen(io::kCheckpointFormat)) != 0) return;
+  const std::string header = io::checkpoint_header(size, io::checkpoint_checksum(data + n, size - n));
+  std::memcpy(data, header.data(), n);
+}
+
 /// Recompute the checksum of every version-2 object header ("OHDR" chunk 0 and its "OCHK"
 /// continuation chunks) found in the image, in place.
 inline void fix_object_header_checksums(std::uint8_t* data, std::size_t size) {
+  const std::size_t base = superblock_offset(data, size);
   for (std::size_t at = 0; at + 4 <= size; ++at) {
     if (std::memcmp(data + at, "OHDR", 4) != 0) continue;
     std::size_t p = at + 4;
@@ -67,7 +89,7 @@ inline void fix_object_header_checksums(std::uint8_t* data, std::size_t size) {
     const std::uint64_t chunk = read_le(data + p, width);
     p += width;
     if (chunk > size || p + chunk + 4 > size) continue;
-    detail::fix_continuations(data, size, p, p + chunk, flags & 0x04, 0);
+    detail::fix_continuations(data, size, base, p, p + chunk, flags & 0x04, 0);
     write_le(data + p + chunk, H5_checksum_metadata(data + at, p + chunk - at, 0), 4);
   }
 }

@@ -179,7 +179,7 @@ TEST_CASE("checkpoint: truncated, empty, garbage and missing files give IoError 
 
   std::string text = dir + "/notes.txt";
   write_bytes(text, "model:\n  d_model: 8\n");
-  CHECK(load_error(text).find("not an HDF5 file") != std::string::npos);
+  CHECK(load_error(text).find("not a qkv checkpoint (no qkv header in the first 512 bytes)") != std::string::npos);
   CHECK(load_error(dir + "/nothing.h5").find("No such file or directory") != std::string::npos);
   CHECK(load_error(dir).find("is a directory") != std::string::npos);
 }

@@ -7,6 +7,7 @@
 #include <hdf5.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
 
 #include "io/checkpoint_edit.hpp"
@@ -189,13 +190,24 @@ TEST_CASE("checkpoint format: damaged string sizes and shapes are refused before
 }
 
 TEST_CASE("checkpoint format: a version-1 file is refused with the version found, the version read and how to convert it") {
+  // Version 1 had no qkv header, so the loader refuses it before HDF5 reads a byte, and says how
+  // to convert it.
   const std::string msg = load_error(kV1);
-  CHECK(msg.find("load_checkpoint: " + kV1 + ": checkpoint format_version 1 is not supported") == 0);
-  CHECK(msg.find("reads format_version 2") != std::string::npos);
+  CHECK(msg.find("load_checkpoint: " + kV1 + ": not a qkv checkpoint (no qkv header in the first 512 bytes)") == 0);
+  CHECK(msg.find("format_version 1") != std::string::npos);
   const std::string stem = kV1.substr(0, kV1.size() - 3);
   CHECK(msg.find("scripts/convert_checkpoint.py " + kV1 + " " + stem + ".v2.h5") != std::string::npos);
+  CHECK_THROWS_AS(inspect(kV1), IoError);  // unverified files are listed only on request
 
-  const std::string text = inspect(kV1);
+  // The same file resealed (a header put in front) reaches the HDF5 format_version check.
+  const std::string sealed = test::temp_dir("ckpt_format_v1") + "/v1.h5";
+  std::filesystem::copy_file(kV1, sealed, std::filesystem::copy_options::overwrite_existing);
+  seal_checkpoint_file(sealed);
+  const std::string msg2 = load_error(sealed);
+  CHECK(msg2.find("load_checkpoint: " + sealed + ": checkpoint format_version 1 is not supported") == 0);
+  CHECK(msg2.find("reads format_version 2") != std::string::npos);
+
+  const std::string text = inspect(kV1, /*verify=*/false);
   CHECK(text.find("@format_version = 1") != std::string::npos);
   CHECK(text.find("@format = (unreadable: attribute 'format' of / is a variable-length string") != std::string::npos);
   CHECK(text.find("note: checkpoint format_version 1 is not supported") != std::string::npos);

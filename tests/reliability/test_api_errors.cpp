@@ -91,6 +91,7 @@ TEST_CASE("api errors: a checkpoint tensor of the wrong dtype or rank is named o
     }
     H5Sclose(space);
     H5Fclose(f);
+    io::seal_checkpoint_file(path);  // an edit on purpose: past the checksum, to the dtype check
     CHECK_THROWS_WITH_AS(io::load_checkpoint(path), doctest::Contains("/model/w: expected float32"), io::IoError);
   }
   // A loaded tensor of another shape is caught by check_compatible, naming both shapes.

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "qkv/io/checkpoint.hpp"
 #include "reliability/run_fixtures.hpp"
 #include "test_util.hpp"
 
@@ -14,12 +15,16 @@ using namespace qkv;
 
 namespace {
 
-// Opens a checkpoint for editing with the HDF5 C API; closes on scope exit.
+// Opens a checkpoint for editing with the HDF5 C API; on scope exit closes it and reseals the qkv
+// header, so the edit reaches the loader's checks after the checksum.
 struct H5Edit {
-  explicit H5Edit(const std::string& path) : file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)) {
+  explicit H5Edit(const std::string& path) : path(path), file(H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT)) {
     REQUIRE(file >= 0);
   }
-  ~H5Edit() { H5Fclose(file); }
+  ~H5Edit() {
+    H5Fclose(file);
+    io::seal_checkpoint_file(path);
+  }
   void remove(const char* name) { REQUIRE(H5Ldelete(file, name, H5P_DEFAULT) >= 0); }
   void float_dataset(const char* name, std::vector<hsize_t> dims) {
     hid_t space = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
@@ -47,6 +52,7 @@ struct H5Edit {
     H5Sclose(space);
     H5Tclose(t);
   }
+  std::string path;
   hid_t file;
 };
 
@@ -82,10 +88,19 @@ TEST_CASE("cli checkpoint errors: damaged and mismatched checkpoints fail resume
     bool resume_too = true;  // resume builds the model from the command's config, not the file's
   };
   const std::vector<Case> cases = {
-      {"truncated to half", [&](auto& p) { test::write_file(p, bytes.substr(0, bytes.size() / 2)); }, {"load_checkpoint"}},
+      {"truncated to half", [&](auto& p) { test::write_file(p, bytes.substr(0, bytes.size() / 2)); }, {"load_checkpoint", "truncated"}},
+      {"truncated by 1 byte", [&](auto& p) { test::write_file(p, bytes.substr(0, bytes.size() - 1)); }, {"truncated: "}},
+      // Before the whole-file checksum this trained on from a silently different parameter.
+      {"one flipped bit in the last tensor bytes",
+       [&](auto& p) {
+         std::string b = bytes;
+         b[b.size() - 3] ^= 0x10;
+         test::write_file(p, b);
+       },
+       {"checksum mismatch", "--reseal"}},
       {"truncated to 100 bytes", [&](auto& p) { test::write_file(p, bytes.substr(0, 100)); }, {"load_checkpoint"}},
       {"empty file", [&](auto& p) { test::write_file(p, ""); }, {"empty"}},
-      {"not HDF5", [&](auto& p) { test::write_file(p, "model:\n  d_model: 16\n"); }, {"not an HDF5 file"}},
+      {"not HDF5", [&](auto& p) { test::write_file(p, "model:\n  d_model: 16\n"); }, {"not a qkv checkpoint (no qkv header"}},
       {"another format version",
        [&](auto& p) {
          test::write_file(p, bytes);
