@@ -83,7 +83,8 @@ void write_damaged(const std::string& dir, const std::string& seed) {
     H5Tclose(t);
   });
   std::string image = read_bytes(vlen);
-  const std::size_t at = image.find(io::kCheckpointFormat);  // in the global heap (GCOL)
+  // In the global heap (GCOL), past the qkv header (which starts with the same text).
+  const std::size_t at = image.find(io::kCheckpointFormat, io::kCheckpointHeaderBytes);
   if (at == std::string::npos || at < 8) throw std::runtime_error("no heap object in " + vlen);
   fuzz::write_le(reinterpret_cast<std::uint8_t*>(image.data()) + at - 8, 0x600000e, 8);
   write_bytes(vlen, image);
