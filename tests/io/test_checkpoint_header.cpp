@@ -3,11 +3,10 @@
 #include <doctest/doctest.h>
 #include <hdf5.h>
 
-#include <fstream>
-#include <iterator>
 
 #include "io/checkpoint_edit.hpp"
 #include "qkv/io/checkpoint.hpp"
+#include "reliability/process.hpp"
 #include "test_util.hpp"
 
 using namespace qkv;
@@ -15,15 +14,6 @@ using namespace qkv::io;
 using qkv::test::load_error;
 
 namespace {
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 Checkpoint small() {
   Checkpoint ck;
@@ -57,7 +47,7 @@ TEST_CASE("checkpoint header: CRC-64/XZ gives the catalogue check value") {
 TEST_CASE("checkpoint header: a saved file starts with a readable header and is a plain HDF5 file after it") {
   const std::string path = test::temp_dir("ckpt_header_layout") + "/c.h5";
   save_checkpoint(path, small());
-  const std::string bytes = read_bytes(path);
+  const std::string bytes = test::read_file(path);
   const std::string header = bytes.substr(0, kCheckpointHeaderBytes);
   CHECK(header.rfind("qkv-checkpoint\nformat_version 2\nbytes " + std::to_string(bytes.size()) + "\ncrc64-xz ", 0) == 0);
   CHECK(header.find("--reseal") != std::string::npos);
@@ -83,12 +73,12 @@ TEST_CASE("checkpoint header: one flipped bit in a float dataset is a checksum e
   const std::string path = dir + "/c.h5";
   const Checkpoint ck = small();
   save_checkpoint(path, ck);
-  std::string bytes = read_bytes(path);
+  std::string bytes = test::read_file(path);
   const haddr_t at = dataset_offset(path, "/model/w");
   REQUIRE(at >= kCheckpointHeaderBytes);
   REQUIRE(at + 16 * sizeof(float) <= bytes.size());
   bytes[at + 5] ^= 0x04;
-  write_bytes(path, bytes);
+  test::write_file(path, bytes);
   const std::string msg = load_error(path);
   CHECK(msg.find("load_checkpoint: " + path + ": checksum mismatch: the file is damaged or was modified after qkv wrote it") == 0);
   CHECK(msg.find("scripts/convert_checkpoint.py --reseal " + path) != std::string::npos);
@@ -103,17 +93,17 @@ TEST_CASE("checkpoint header: truncation, a missing header and a wrong length ar
   const std::string dir = test::temp_dir("ckpt_header_damage");
   const std::string good = dir + "/good.h5", bad = dir + "/bad.h5";
   save_checkpoint(good, small());
-  const std::string bytes = read_bytes(good);
+  const std::string bytes = test::read_file(good);
   const std::string n = std::to_string(bytes.size());
 
-  write_bytes(bad, bytes.substr(0, bytes.size() - 1));
+  test::write_file(bad, bytes.substr(0, bytes.size() - 1));
   CHECK(load_error(bad) == "load_checkpoint: " + bad + ": truncated: " + std::to_string(bytes.size() - 1) +
                                " bytes, header says " + n);
 
-  write_bytes(bad, bytes.substr(kCheckpointHeaderBytes));  // the bare HDF5 file
+  test::write_file(bad, bytes.substr(kCheckpointHeaderBytes));  // the bare HDF5 file
   std::string msg = load_error(bad);
   CHECK(msg.find("load_checkpoint: " + bad + ": not a qkv checkpoint (no qkv header in the first 512 bytes). It is an HDF5 file") == 0);
-  write_bytes(bad, std::string(kCheckpointHeaderBytes, '\0') + bytes.substr(kCheckpointHeaderBytes));  // a zeroed header
+  test::write_file(bad, std::string(kCheckpointHeaderBytes, '\0') + bytes.substr(kCheckpointHeaderBytes));  // a zeroed header
   CHECK(load_error(bad).find("not a qkv checkpoint (no qkv header") != std::string::npos);
 
   for (long delta : {10L, -10L}) {
@@ -124,7 +114,7 @@ TEST_CASE("checkpoint header: truncation, a missing header and a wrong length ar
     REQUIRE(at < kCheckpointHeaderBytes);
     edited.replace(at, 6 + n.size(), "bytes " + said);
     edited.resize(bytes.size());  // keep the file length; the header shifts by at most 1 char
-    write_bytes(bad, edited);
+    test::write_file(bad, edited);
     msg = load_error(bad);
     if (delta > 0) CHECK(msg == "load_checkpoint: " + bad + ": truncated: " + n + " bytes, header says " + said);
     else CHECK(msg.find("load_checkpoint: " + bad + ": the file has " + n + " bytes, header says " + said) == 0);
@@ -132,12 +122,12 @@ TEST_CASE("checkpoint header: truncation, a missing header and a wrong length ar
 
   std::string edited = bytes;
   edited.replace(edited.find("format_version 2"), 16, "format_version 7");
-  write_bytes(bad, edited);
+  test::write_file(bad, edited);
   CHECK(load_error(bad).find("checkpoint format_version 7 is not supported: this qkv reads format_version 2 (was it written by a newer qkv?)") !=
         std::string::npos);
   edited = bytes;
   edited.replace(edited.find("crc64-xz ") + 9, 4, "zzzz");
-  write_bytes(bad, edited);
+  test::write_file(bad, edited);
   CHECK(load_error(bad).find("damaged qkv header: expected 'crc64-xz' and 16 hex digits on line 4") != std::string::npos);
   CHECK(load_checkpoint(good).step == 5);
 }
@@ -162,10 +152,10 @@ TEST_CASE("checkpoint header: a file edited on purpose loads again once resealed
 
   // A bare HDF5 file gets a header put in front; anything else is refused.
   const std::string bare = dir + "/bare.h5";
-  write_bytes(bare, read_bytes(path).substr(kCheckpointHeaderBytes));
+  test::write_file(bare, test::read_file(path).substr(kCheckpointHeaderBytes));
   seal_checkpoint_file(bare);
   CHECK(load_checkpoint(bare).model[0].second(0, 0) == 42.0f);
-  write_bytes(bare, "not hdf5 at all");
+  test::write_file(bare, "not hdf5 at all");
   CHECK_THROWS_WITH_AS(seal_checkpoint_file(bare), doctest::Contains("neither a qkv checkpoint nor an HDF5 file"), IoError);
-  CHECK(read_bytes(bare) == "not hdf5 at all");
+  CHECK(test::read_file(bare) == "not hdf5 at all");
 }
