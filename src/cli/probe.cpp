@@ -21,6 +21,10 @@
 
 #include "qkv/io/checkpoint.hpp"
 
+#ifdef QKV_SANITIZE
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace qkv::cli {
 namespace {
 
@@ -29,6 +33,7 @@ namespace {
 constexpr int kReadOk = 0;
 constexpr int kReadError = 1;
 constexpr int kOutOfMemory = 3;
+constexpr int kSanitizerReport = 4;  // a QKV_SANITIZE build: AddressSanitizer found an error in the child
 
 // Bytes of address space the process maps now (first field of /proc/self/statm, in pages).
 unsigned long long mapped_bytes() {
@@ -49,6 +54,11 @@ unsigned long long mapped_bytes() {
   // Keep a crash quiet and fast: no core file, and stdout/stderr are the parent's business.
   rlimit no_core{0, 0};
   setrlimit(RLIMIT_CORE, &no_core);
+#ifdef QKV_SANITIZE
+  // A sanitizer report would end the child with exit status 1, which reads as "an ordinary read
+  // error"; say instead that reading the file went wrong inside.
+  __sanitizer_set_death_callback([] { std::_Exit(kSanitizerReport); });
+#endif
   int status = kReadOk;
   try {
     (void)io::inspect(path);
@@ -96,9 +106,10 @@ void probe_checkpoint(const std::string& path, int timeout_seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (WIFEXITED(wstatus) && (WEXITSTATUS(wstatus) == kReadOk || WEXITSTATUS(wstatus) == kReadError)) return;
-  const std::string what = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == kOutOfMemory
-                               ? "needed more than 2 GiB + 4x the file size of memory"
-                               : "crashed the HDF5 library (" + describe(wstatus) + ")";
+  const int code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  const std::string what = code == kOutOfMemory       ? "needed more than 2 GiB + 4x the file size of memory"
+                           : code == kSanitizerReport ? "crashed the HDF5 library (AddressSanitizer report above)"
+                                                      : "crashed the HDF5 library (" + describe(wstatus) + ")";
   throw io::IoError(path + ": reading this checkpoint " + what +
                     " in a probe process; the file is damaged or crafted (HDF5 1.10.8 does not survive every damaged "
                     "file), and was not loaded");
