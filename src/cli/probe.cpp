@@ -35,6 +35,7 @@ constexpr int kReadError = 1;
 constexpr int kOutOfMemory = 3;
 constexpr int kSanitizerReport = 4;  // a QKV_SANITIZE build: AddressSanitizer found an error in the child
 
+#ifndef QKV_SANITIZE
 // Bytes of address space the process maps now (first field of /proc/self/statm, in pages).
 unsigned long long mapped_bytes() {
   std::ifstream statm("/proc/self/statm");
@@ -42,6 +43,7 @@ unsigned long long mapped_bytes() {
   statm >> pages;
   return pages * static_cast<unsigned long long>(sysconf(_SC_PAGESIZE));
 }
+#endif
 
 [[noreturn]] void child(const std::string& path, unsigned long long file_bytes) {
 #ifndef QKV_SANITIZE  // AddressSanitizer reserves terabytes of shadow address space
