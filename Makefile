@@ -20,14 +20,17 @@ build: deps
 train: build
 	$(BUILD)/qkv train $(CONFIG)
 
+# CTest, then what ran: tests run, passed, failed and skipped (a skip fails under CI=true).
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && { ctest --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; rc=$$?; \
+	  /usr/bin/python3 $(CURDIR)/tests/suite_summary.py ctest-junit.xml || rc=1; exit $$rc; }
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DQKV_SANITIZE=ON -DQKV_BUILD_EXAMPLES=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
-	cd build-asan && LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS)
+	@cd build-asan && { LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) \
+	  --output-junit ctest-junit.xml; rc=$$?; /usr/bin/python3 $(CURDIR)/tests/suite_summary.py ctest-junit.xml || rc=1; exit $$rc; }
 
 # Google Benchmark micro-benchmarks and the training-step benchmark (build-bench/bench/).
 bench: deps

@@ -2,8 +2,9 @@
 # Install the Debian 12 packages qkv needs, and only those that are missing. Idempotent: a second
 # run installs nothing. Uses sudo when not root. Says clearly what it could not do.
 #
-#   scripts/install-deps.sh            build + test dependencies (C++ and MPI)
-#   scripts/install-deps.sh --python   also Python packages for plots, benchmarks and parity
+#   scripts/install-deps.sh            build + test dependencies (C++, MPI, and Debian's Python
+#                                      numpy / h5py / matplotlib, which tests and tools use)
+#   scripts/install-deps.sh --python   also PyTorch, for benchmarks and the PyTorch bridge
 set -euo pipefail
 
 packages=(
@@ -12,9 +13,10 @@ packages=(
   libopenblas-dev liblapack-dev
   doctest-dev libhdf5-dev hdf5-tools libyaml-cpp-dev libcli11-dev
   libopenmpi-dev openmpi-bin
+  python3 python3-numpy python3-h5py python3-matplotlib
 )
 if [[ "${1:-}" == "--python" ]]; then
-  packages+=(python3 python3-numpy python3-h5py python3-matplotlib python3-torch)
+  packages+=(python3-torch)
 fi
 
 missing=()

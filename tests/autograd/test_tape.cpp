@@ -62,7 +62,7 @@ TEST_CASE("tape: a value used several times gets the sum of its gradients") {
   }
 }
 
-TEST_CASE("tape: gradients accumulate across backward calls on leaves; zero_grad resets") {
+TEST_CASE("tape: gradients accumulate across backward calls on leaves - zero_grad resets") {
   Variable<double> x = leaf({1, 2});
   sum(mul_scalar(x, 3.0)).backward();
   sum(mul_scalar(x, 4.0)).backward();
@@ -118,7 +118,7 @@ TEST_CASE("tape: nothing is recorded when no input requires grad") {
   CHECK(Tape::current().size() == 0);
 }
 
-TEST_CASE("tape: released after backward; a second backward through it throws") {
+TEST_CASE("tape: released after backward - a second backward through it throws") {
   Tape::current().clear();
   Variable<double> x = leaf({1, 2});
   Variable<double> h = mul(x, x);
@@ -173,7 +173,7 @@ TEST_CASE("tape: an intermediate's gradient buffer is freed once backward has pa
   CHECK(x.grad()(5) == doctest::Approx(factor).epsilon(1e-14));
 }
 
-TEST_CASE("tape: set_requires_grad only on leaves; undefined Variables throw") {
+TEST_CASE("tape: set_requires_grad only on leaves - undefined Variables throw") {
   Variable<double> x = leaf({1, 2}, false);
   x.set_requires_grad(true);
   CHECK(x.requires_grad());
@@ -237,7 +237,7 @@ TEST_CASE("tape: backward runs every closure once, last first, and destroys each
   CHECK(tape.generation() == generation + 1);
 }
 
-TEST_CASE("tape: a throwing closure still releases the tape; every closure is destroyed once") {
+TEST_CASE("tape: a throwing closure still releases the tape - every closure is destroyed once") {
   Tape& tape = Tape::current();
   tape.clear();
   std::vector<int> ran;
@@ -304,7 +304,7 @@ TEST_CASE("tape: captures larger than a chunk, and records spanning chunks, keep
   CHECK(ran == expected);
 }
 
-TEST_CASE("tape arena: aligned blocks; after reset the same requests reuse the same memory") {
+TEST_CASE("tape arena: aligned blocks - after reset the same requests reuse the same memory") {
   autograd::Arena arena;
   const std::size_t aligns[] = {1, 8, 16, 64, 2, 32};
   std::vector<void*> first;

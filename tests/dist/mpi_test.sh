@@ -15,6 +15,8 @@ mpi() { timeout 120 "$mpirun" --oversubscribe -np "$@"; }
 
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 fail() { echo "FAIL: $*"; exit 1; }
+checks=0
+pass() { checks=$((checks + 1)); }  # one more check passed (counted and printed at the end)
 
 # A tiny sort model, with dropout: each rank draws the mask entries of its own rows of the global
 # batch (Generator::set_shard), so masks do not depend on the split.
@@ -53,38 +55,38 @@ train() { "$qkv" train tiny.yaml --quiet --threads 1 "$@"; }
 case $test_name in
 equivalence)
   # 1 rank with batch 16 vs 2 ranks with 8 each: same trajectory to 1e-5 relative.
-  train --out one || fail "1-rank run"
-  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out two || fail "2-rank run"
-  for col in train_loss eval_loss grad_norm; do same_column one/metrics.csv two/metrics.csv $col 1e-5 || fail "$col"; done
-  close_params one/last.h5 two/last.h5 || fail "parameters differ by > 1e-5"
+  train --out one && pass || fail "1-rank run"
+  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out two && pass || fail "2-rank run"
+  for col in train_loss eval_loss grad_norm; do same_column one/metrics.csv two/metrics.csv $col 1e-5 && pass || fail "$col"; done
+  close_params one/last.h5 two/last.h5 && pass || fail "parameters differ by > 1e-5"
   echo "parameters agree to 1e-5 (absolute)"
   # Same rank count: bitwise, whatever the threads per rank.
-  mpi 2 "$qkv" train tiny.yaml --quiet --threads 2 --out two_t2 || fail "2-rank, 2-thread run"
-  bitwise_same two/last.h5 two_t2/last.h5 || fail "2 ranks x 1 thread vs 2 ranks x 2 threads not bitwise equal"
-  cmp <(cut -d, -f1-8 two/metrics.csv) <(cut -d, -f1-8 two_t2/metrics.csv) || fail "metrics differ between thread counts"
+  mpi 2 "$qkv" train tiny.yaml --quiet --threads 2 --out two_t2 && pass || fail "2-rank, 2-thread run"
+  bitwise_same two/last.h5 two_t2/last.h5 && pass || fail "2 ranks x 1 thread vs 2 ranks x 2 threads not bitwise equal"
+  cmp <(cut -d, -f1-8 two/metrics.csv) <(cut -d, -f1-8 two_t2/metrics.csv) && pass || fail "metrics differ between thread counts"
   echo "2 ranks: bitwise identical for 1 and 2 threads per rank"
   ;;
 resume)
-  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out full || fail "uninterrupted run"
-  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out part --stop-after 4 || fail "first half"
-  [ -f part/last.h5 ] || fail "no last.h5 after --stop-after"
-  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out part --resume part/last.h5 || fail "resumed run"
-  bitwise_same full/last.h5 part/last.h5 || fail "resumed 2-rank run differs from the uninterrupted one"
-  cmp <(cut -d, -f1-8 full/metrics.csv) <(cut -d, -f1-8 part/metrics.csv) || fail "metrics differ after resume"
+  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out full && pass || fail "uninterrupted run"
+  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out part --stop-after 4 && pass || fail "first half"
+  [ -f part/last.h5 ] && pass || fail "no last.h5 after --stop-after"
+  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out part --resume part/last.h5 && pass || fail "resumed run"
+  bitwise_same full/last.h5 part/last.h5 && pass || fail "resumed 2-rank run differs from the uninterrupted one"
+  cmp <(cut -d, -f1-8 full/metrics.csv) <(cut -d, -f1-8 part/metrics.csv) && pass || fail "metrics differ after resume"
   echo "2-rank resume: bitwise identical to the uninterrupted run"
   # Any rank count can resume: 1 process continues the 2-rank checkpoint.
-  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out cross --stop-after 4 || fail "2-rank first half"
-  train --out cross --resume cross/last.h5 || fail "1-rank continuation"
-  close_params full/last.h5 cross/last.h5 || fail "1-rank continuation of a 2-rank run drifted"
-  same_column full/metrics.csv cross/metrics.csv eval_loss 1e-5 || fail "eval_loss"
+  mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out cross --stop-after 4 && pass || fail "2-rank first half"
+  train --out cross --resume cross/last.h5 && pass || fail "1-rank continuation"
+  close_params full/last.h5 cross/last.h5 && pass || fail "1-rank continuation of a 2-rank run drifted"
+  same_column full/metrics.csv cross/metrics.csv eval_loss 1e-5 && pass || fail "eval_loss"
   ;;
 checksum)
   QKV_DEBUG_PERTURB_RANK=1 mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out bad 2>err.txt
   rc=$?
   cat err.txt
-  [ $rc -ne 0 ] || fail "a run whose ranks differ exited 0"
-  grep -q "rank 1's parameters differ from rank 0's" err.txt || fail "no clear message"
-  [ ! -f bad/best.h5 ] && [ ! -f bad/last.h5 ] || fail "a checkpoint was written from diverged ranks"
+  [ $rc -ne 0 ] && pass || fail "a run whose ranks differ exited 0"
+  grep -q "rank 1's parameters differ from rank 0's" err.txt && pass || fail "no clear message"
+  [ ! -f bad/best.h5 ] && [ ! -f bad/last.h5 ] && pass || fail "a checkpoint was written from diverged ranks"
   ;;
 kill)
   # Rank 1 dies (SIGKILL) mid-run: the job ends non-zero within a bounded time; last.h5 loads.
@@ -93,13 +95,13 @@ kill)
     --set train.steps=1000000 --set train.checkpoint_every=2 --set train.eval_every=1000 2>err.txt &
   job=$!
   for _ in $(seq 600); do [ -f run/last.h5 ] && break; sleep 0.05; done
-  [ -f run/last.h5 ] || { kill -9 $job; fail "no checkpoint after 30 s"; }
+  [ -f run/last.h5 ] && pass || { kill -9 $job; fail "no checkpoint after 30 s"; }
   victim=
   for p in /proc/[0-9]*; do
     env=$(tr '\0' '\n' 2>/dev/null <$p/environ) || continue
     grep -qx "QKV_TEST_TAG=$$" <<<"$env" && grep -qx OMPI_COMM_WORLD_RANK=1 <<<"$env" && victim=${p#/proc/}
   done
-  [ -n "$victim" ] || { kill -9 $job; fail "rank 1 not found among mpirun's children"; }
+  [ -n "$victim" ] && pass || { kill -9 $job; fail "rank 1 not found among mpirun's children"; }
   t0=$(date +%s.%N)
   kill -9 "$victim"
   bound=20
@@ -110,8 +112,8 @@ kill)
   t1=$(date +%s.%N)
   cat err.txt
   echo "job exited with status $rc, $(awk "BEGIN { print $t1 - $t0 }") s after the kill"
-  [ $rc -ne 0 ] || fail "exit status 0 after a rank died"
-  "$qkv" eval run/last.h5 --threads 1 || fail "last.h5 does not load"
+  [ $rc -ne 0 ] && pass || fail "exit status 0 after a rank died"
+  "$qkv" eval run/last.h5 --threads 1 && pass || fail "last.h5 does not load"
   ;;
 sweep)
   cat >sweep.yaml <<'EOF'
@@ -123,32 +125,34 @@ EOF
   # Columns that must agree: all but the timings.
   # (run,lr,seed,status,steps,final_loss,...,steps_to_target | wall_s,tokens_per_s | train_token_acc,...)
   table() { cut -d, -f1-11,14- "$1"; }
-  "$qkv" sweep sweep.yaml --out one --threads 1 || fail "1-process sweep"
-  mpi 2 "$qkv" sweep sweep.yaml --out two --threads 1 || fail "2-rank sweep"
-  cmp <(table one/results.csv) <(table two/results.csv) || { cat one/results.csv two/results.csv; fail "tables differ"; }
-  [ "$(grep -c ',steps,6,' two/results.csv)" = 4 ] || fail "not 4 finished runs"
+  "$qkv" sweep sweep.yaml --out one --threads 1 && pass || fail "1-process sweep"
+  mpi 2 "$qkv" sweep sweep.yaml --out two --threads 1 && pass || fail "2-rank sweep"
+  cmp <(table one/results.csv) <(table two/results.csv) && pass || { cat one/results.csv two/results.csv; fail "tables differ"; }
+  [ "$(grep -c ',steps,6,' two/results.csv)" = 4 ] && pass || fail "not 4 finished runs"
   # Interrupted sweep: one run was killed after its step-4 checkpoint, another just before writing
   # result.csv. The rerun finishes those two (resuming) and leaves the others alone.
   set -- $(ls two/runs)
   cp two/runs/$1/checkpoints/step_0000004.h5 two/runs/$1/last.h5
   rm two/runs/$1/result.csv two/runs/$2/result.csv
   for r in two/runs/*; do stat -c %y $r/last.h5 >$r/stamp; done
-  mpi 2 "$qkv" sweep sweep.yaml --out two --threads 1 || fail "resumed sweep"
+  mpi 2 "$qkv" sweep sweep.yaml --out two --threads 1 && pass || fail "resumed sweep"
   for r in two/runs/*; do
     rerun=$(cmp -s <(stat -c %y $r/last.h5) $r/stamp && echo no || echo yes)
     case $(basename $r) in
-      $1 | $2) [ $rerun = yes ] || fail "$(basename $r) was not rerun" ;;
-      *) [ $rerun = no ] || fail "finished run $(basename $r) was rerun" ;;
+      $1 | $2) [ $rerun = yes ] && pass || fail "$(basename $r) was not rerun" ;;
+      *) [ $rerun = no ] && pass || fail "finished run $(basename $r) was rerun" ;;
     esac
   done
-  cmp <(table one/results.csv) <(table two/results.csv) || fail "table differs after the resumed sweep"
+  cmp <(table one/results.csv) <(table two/results.csv) && pass || fail "table differs after the resumed sweep"
   echo "2-rank sweep: same table as 1 process; a resumed sweep reran only the unfinished runs"
   ;;
 nompi)
   # A build without MPI refuses to run as one of several processes.
   mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out x 2>err.txt && fail "exit status 0"
-  grep -q "built without MPI" err.txt || { cat err.txt; fail "no clear message"; }
+  grep -q "built without MPI" err.txt && pass || { cat err.txt; fail "no clear message"; }
   ;;
 *) fail "unknown test $test_name" ;;
 esac
-echo "PASS: $test_name"
+# Every case must have checked something: a case that ran no check is a failure, not a pass.
+[ "$checks" -gt 0 ] || fail "$test_name ran no checks"
+echo "PASS: $test_name ($checks checks)"

@@ -14,6 +14,7 @@
 #include "io/checkpoint_edit.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/version.hpp"
+#include "support/skip.hpp"
 #include "test_util.hpp"
 
 using namespace qkv;
@@ -307,10 +308,7 @@ TEST_CASE("inspect lists groups, datasets with shapes and statistics, attributes
 }
 
 TEST_CASE("checkpoint: h5dump reads the file") {
-  if (std::system("command -v h5dump >/dev/null 2>&1") != 0) {
-    MESSAGE("h5dump not installed: skipped");
-    return;
-  }
+  QKV_REQUIRE_OR_SKIP(std::system("command -v h5dump >/dev/null 2>&1") == 0, "h5dump (hdf5-tools) is not installed");
   std::string dir = test::temp_dir("ckpt_h5dump");
   std::string path = dir + "/c.h5";
   save_checkpoint(path, sample_checkpoint());

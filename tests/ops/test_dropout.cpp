@@ -53,7 +53,7 @@ TEST_CASE("dropout: identity without reserving draws in eval mode or with p = 0"
   }
 }
 
-TEST_CASE("dropout: gradient is the same mask / (1 - p); gradcheck") {
+TEST_CASE("dropout: gradient is the same mask / (1 - p) - gradcheck") {
   Array<double> x = test::random_array<double>({4, 5}, 3);
   Generator gen(9);
   Variable<double> xv(x, true);

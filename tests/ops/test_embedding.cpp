@@ -18,7 +18,7 @@ TEST_CASE("embedding: rows of the weight at the ids, any ids shape") {
   CHECK(embedding(Variable<double>(w), scalar_id).shape() == Shape{3});
 }
 
-TEST_CASE("embedding: an id used twice accumulates both gradients; gradcheck") {
+TEST_CASE("embedding: an id used twice accumulates both gradients - gradcheck") {
   Variable<double> w(test::random_array<double>({4, 2}, 2), true);
   IndexArray ids = {1, 3, 1, 1};
   embedding(w, ids).backward(full<double>({4, 2}, 1.0));

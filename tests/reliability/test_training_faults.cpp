@@ -99,7 +99,7 @@ void run_trial(Trial& t, const std::string& root, int index, int steps, int ever
 
 }  // namespace
 
-TEST_CASE("training faults: SIGKILL at 20 random moments, incl. during checkpoint writes; resume matches an uninterrupted run") {
+TEST_CASE("training faults: SIGKILL at 20 random moments, incl. during checkpoint writes - resume matches an uninterrupted run") {
   const std::string root = test::temp_dir("faults_kill");
   const int steps = 18, every = 3;  // 6 checkpoints (12 fsync'ed saves): about 0.4 s per run
   const std::string ref_dir = root + "/reference";
@@ -173,7 +173,7 @@ TEST_CASE("training faults: a full disk is a clear error and the previous checkp
   CHECK(io::load_checkpoint(dir + "/last.h5").step == 4);
 }
 
-TEST_CASE("training faults: a run directory that disappears while training is a clear error; the last checkpoint survives") {
+TEST_CASE("training faults: a run directory that disappears while training is a clear error - the last checkpoint survives") {
   const std::string root = test::temp_dir("faults_vanishing_dir");
   const std::string dir = root + "/run";
   const std::string config = test::write_config(root, test::tiny_config(dir, 100000, 5));
@@ -214,7 +214,7 @@ TEST_CASE("training faults: a diverging run stops at the step where the loss tur
   CHECK(all_finite(last));
 }
 
-TEST_CASE("training faults: SIGINT saves a final checkpoint and exits 130; resuming from it continues") {
+TEST_CASE("training faults: SIGINT saves a final checkpoint and exits 130 - resuming from it continues") {
   const std::string root = test::temp_dir("faults_sigint");
   const std::string dir = root + "/run";
   const std::string config = test::write_config(root, test::tiny_config(dir, 100000, 1000));
