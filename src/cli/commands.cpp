@@ -12,6 +12,7 @@
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
+#include "qkv/nn/activation_cache.hpp"
 #include "qkv/train/layer_checks.hpp"
 #include "qkv/train/sweep.hpp"
 #include "qkv/train/trainer.hpp"
@@ -138,32 +139,24 @@ int attention(const std::string& path, std::size_t example, const std::string& o
       return r;
     };
     data::Batch b{row(eval.inputs), row(eval.targets), eval.decoder_inputs.dimension() == 2 ? row(eval.decoder_inputs) : eval.decoder_inputs};
-    auto layers = l.model->attention_layers();
-    for (auto& [name, layer] : layers) layer->set_capture_weights(true);
+    nn::ActivationCache<float> cache;
     {
       NoGradGuard no_grad;
-      l.model->logits(b);
+      cache = nn::run_with_cache(l.model->module(), [&] { l.model->logits(b); }, {"*.hook_pattern"});
     }
     const std::string out = out_arg.empty() ? (fs::path(path).parent_path() / ("attention_" + std::to_string(example) + ".csv")).string() : out_arg;
     std::ofstream csv(out);
     if (!csv) throw io::IoError("cannot write " + out);
     csv << "layer,head,query,key,query_token,key_token,weight\n";
-    auto tokens_of = [&](const std::string& name, bool query, std::size_t n) -> const IndexArray& {
-      // Decoder layers attend from the decoder inputs; cross-attention reads the source.
-      const bool decoder = name.find("dec") != std::string::npos;
-      const bool cross = name.find("cross") != std::string::npos;
-      if (decoder && (query || !cross) && b.decoder_inputs.dimension() == 2 && b.decoder_inputs.shape()[1] == n) return b.decoder_inputs;
-      return b.inputs;
-    };
     std::printf("held-out example %zu of %s: input", example, l.task->name().c_str());
     for (std::size_t t = 0; t < b.inputs.shape()[1]; ++t) std::printf(" %lld", (long long)b.inputs(0, t));
     std::printf("\n");
-    for (auto& [name, layer] : layers) {
-      Array<float> w = layer->captured_weights();  // (1, H, Tq, Tk)
-      layer->set_capture_weights(false);
+    for (auto& [name, layer] : train::attention_layers(*l.model)) {
+      const Array<float>& w = cache[name + ".hook_pattern"];  // (1, H, Tq, Tk)
       const std::size_t H = w.shape()[1], Tq = w.shape()[2], Tk = w.shape()[3];
-      const IndexArray& qt = tokens_of(name, true, Tq);
-      const IndexArray& kt = tokens_of(name, false, Tk);
+      auto [qtokens, ktokens] = l.model->attention_tokens(*layer, b);
+      const IndexArray& qt = *qtokens;
+      const IndexArray& kt = *ktokens;
       std::printf("\n%s: %zu heads, %zu queries x %zu keys; per query: the key it attends most (weight)\n", name.c_str(), H, Tq, Tk);
       std::printf("%8s", "query");
       for (std::size_t h = 0; h < H; ++h) std::printf("  %-14s", ("head " + std::to_string(h)).c_str());

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "qkv/config/config.hpp"
+#include "qkv/tensor/names.hpp"
 #include "qkv/kernels/parallel.hpp"
 
 namespace {
@@ -25,7 +25,7 @@ bool bad_command(const CLI::App& app, int argc, char** argv) {
   std::size_t best_d = 3;  // suggest only within two edits
   for (auto& n : names) {
     list += (list.empty() ? "" : ", ") + n;
-    const std::size_t d = qkv::config::edit_distance(word, n);
+    const std::size_t d = qkv::edit_distance(word, n);
     if (d < best_d) best_d = d, best = n;
   }
   const std::string what = argc > 1 ? "unknown command '" + word + "'" : "a command is required";

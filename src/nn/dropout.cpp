@@ -12,8 +12,8 @@ Dropout<T>::Dropout(const DropoutOptions& options) : options_(options) {
 
 template <class T>
 Variable<T> Dropout<T>::forward(const Variable<T>& x) const {
-  if (!this->is_training() || options_.p == 0.0) return x;
-  return dropout(x, options_.p, true, generator_ ? *generator_ : default_generator());
+  if (!this->is_training() || options_.p == 0.0) return this->hooked(x);
+  return this->hooked(dropout(x, options_.p, true, generator_ ? *generator_ : default_generator()));
 }
 
 template class Dropout<float>;

@@ -16,7 +16,7 @@ Embedding<T>::Embedding(const EmbeddingOptions& options, Generator& gen) : optio
 
 template <class T>
 Variable<T> Embedding<T>::forward(const IndexArray& ids) const {
-  return embedding(weight, ids);
+  return this->hooked(embedding(weight, ids));
 }
 
 template class Embedding<float>;

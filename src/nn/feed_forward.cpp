@@ -26,7 +26,7 @@ template <class T>
 Variable<T> FeedForward<T>::forward(const Variable<T>& x) const {
   Variable<T> h = fc1->forward(x);
   h = options_.activation == Activation::Gelu ? gelu(h) : relu(h);
-  return drop->forward(fc2->forward(drop->forward(h)));
+  return this->hooked(drop->forward(fc2->forward(drop->forward(h))));
 }
 
 template class FeedForward<float>;

@@ -9,8 +9,8 @@ LayerNorm<T>::LayerNorm(const LayerNormOptions& options) : options_(options) {
   if (options.dim == 0) throw ValueError("LayerNorm: dim must be positive, found 0");
   if (!(options.eps > 0)) throw ValueError("LayerNorm: eps must be positive, found " + std::to_string(options.eps));
   if (options.elementwise_affine) {
-    weight = this->register_parameter("weight", full<T>({options.dim}, T(1)));
-    bias = this->register_parameter("bias", zeros<T>({options.dim}));
+    weight = this->register_parameter("weight", full<T>({options.dim}, T(1)), ParamRole::Norm);
+    bias = this->register_parameter("bias", zeros<T>({options.dim}), ParamRole::Norm);
   }
 }
 
@@ -19,7 +19,7 @@ Variable<T> LayerNorm<T>::forward(const Variable<T>& x) const {
   if (x.ndim() == 0 || x.dim(-1) != options_.dim)
     throw ShapeError("LayerNorm: expected input (..., " + std::to_string(options_.dim) + "), found " +
                      shape_str(x.shape()));
-  return layer_norm(x, weight, bias, options_.eps);
+  return this->hooked(layer_norm(x, weight, bias, options_.eps));
 }
 
 template class LayerNorm<float>;

@@ -16,13 +16,13 @@ Linear<T>::Linear(const LinearOptions& options, Generator& gen) : options_(optio
                                     init::linear_default<T>({options.out_features, options.in_features}, gen));
   if (options.bias) {
     const double b = 1.0 / std::sqrt(double(options.in_features));
-    bias = this->register_parameter("bias", init::uniform<T>({options.out_features}, -b, b, gen));
+    bias = this->register_parameter("bias", init::uniform<T>({options.out_features}, -b, b, gen), ParamRole::Bias);
   }
 }
 
 template <class T>
 Variable<T> Linear<T>::forward(const Variable<T>& x) const {
-  return linear(x, weight, bias);
+  return this->hooked(linear(x, weight, bias));
 }
 
 template class Linear<float>;

@@ -4,6 +4,7 @@
 
 #include "qkv/nn/init.hpp"
 #include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/matmul.hpp"
 #include "qkv/ops/reduce.hpp"
 #include "qkv/ops/shape.hpp"
 
@@ -94,6 +95,9 @@ MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& optio
   for (auto* l : {w_q.get(), w_k.get(), w_v.get()}) l->weight.value() = init::xavier_uniform<T>(l->weight.shape(), 1.0, gen);
   if (bias)
     for (auto* l : {w_q.get(), w_k.get(), w_v.get(), w_o.get()}) l->bias.value() = zeros<T>(l->bias.shape());
+  for (auto [name, point] : {std::pair{"hook_q", &hook_q}, {"hook_k", &hook_k}, {"hook_v", &hook_v},
+                             {"hook_pattern", &hook_pattern}, {"hook_z", &hook_z}, {"hook_result", &hook_result}})
+    *point = this->register_module(name, std::make_shared<HookPoint<T>>());
 }
 
 template <class T>
@@ -114,9 +118,9 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   const std::size_t B = query.dim(0), Tk = key.dim(1);
 
   // (B, T, H*D) -> (B, H, T, D)
-  Variable<T> q = split_heads(w_q->forward(query), H);
-  Variable<T> k = split_heads(w_k->forward(key), H);
-  Variable<T> v = split_heads(w_v->forward(value), H);
+  Variable<T> q = (*hook_q)(split_heads(w_q->forward(query), H));
+  Variable<T> k = (*hook_k)(split_heads(w_k->forward(key), H));
+  Variable<T> v = (*hook_v)(split_heads(w_v->forward(value), H));
 
   AttentionMask<T> mask = args.attn_mask;
   if (args.key_padding_mask) mask.allowed = allowed_keys(*args.key_padding_mask, args.attn_mask.allowed, B, Tk);
@@ -125,28 +129,28 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   opt.dropout_p = this->is_training() ? options_.dropout : 0.0;
   opt.is_causal = args.is_causal;
   opt.scale = options_.scale;
-  opt.need_weights = args.need_weights || capture_;
+  const bool pattern_hooked = hook_pattern->has_forward_hooks();
+  opt.need_weights = args.need_weights || pattern_hooked;
   opt.impl = options_.impl;
   opt.generator = generator_;
   AttentionOutput<T> att = scaled_dot_product_attention(q, k, v, mask, opt);
+  Variable<T> z = att.output;
+  if (pattern_hooked) {
+    Variable<T> pattern = (*hook_pattern)(att.weights);
+    if (pattern.id() != att.weights.id()) {  // replaced: attend with the hook's pattern
+      if (pattern.shape() != att.weights.shape())
+        throw ShapeError(std::string(kWho) + ": a hook_pattern hook returned shape " + shape_str(pattern.shape()) +
+                         ", expected " + shape_str(att.weights.shape()));
+      z = matmul(pattern, v);
+    }
+    att.weights = pattern;
+  }
 
   // (B, H, Tq, D) -> (B, Tq, H*D) -> (B, Tq, E)
   MultiHeadAttentionOutput<T> out;
-  out.output = w_o->forward(merge_heads(att.output));
-  if (capture_) {
-    captured_ = att.weights.value();
-    has_captured_ = true;
-  }
+  out.output = (*hook_result)(w_o->forward(merge_heads((*hook_z)(z))));
   if (args.need_weights) out.weights = args.average_attn_weights ? mean(att.weights, {1}) : att.weights;
   return out;
-}
-
-template <class T>
-const Array<T>& MultiHeadAttention<T>::captured_weights() const {
-  if (!has_captured_)
-    throw Error(std::string(kWho) +
-                ": no captured weights (call set_capture_weights(true), then run a forward pass)");
-  return captured_;
 }
 
 template class MultiHeadAttention<float>;

@@ -41,7 +41,7 @@ template <class T>
 Variable<T> LearnedPositionalEncoding<T>::forward(const Variable<T>& x) const {
   const std::size_t len = check_input(x, options_, "LearnedPositionalEncoding");
   // (T, C) broadcasts over the batch.
-  return add(x, slice(weight, 0, 0, len));
+  return this->hooked(add(x, slice(weight, 0, 0, len)));
 }
 
 template <class T>
@@ -64,7 +64,7 @@ Variable<T> SinusoidalPositionalEncoding<T>::forward(const Variable<T>& x) const
   const std::size_t C = options_.dim;
   Array<T> pe = Array<T>::from_shape({len, C});
   std::copy(table_.data(), table_.data() + len * C, pe.data());
-  return add(x, Variable<T>(std::move(pe)));
+  return this->hooked(add(x, Variable<T>(std::move(pe))));
 }
 
 template class LearnedPositionalEncoding<float>;

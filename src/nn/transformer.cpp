@@ -80,23 +80,9 @@ Variable<T> EncoderModel<T>::forward(const IndexArray& tokens, const std::option
   check_tokens(tokens, "EncoderModel", "tokens");
   Variable<T> h = emb_drop->forward(pos->forward(tok_emb->forward(tokens)));
   h = run_encoder(*blocks, norm.get(), h, key_padding_mask, options_.causal);
-  return head->forward(h);
+  return this->hooked(head->forward(h));
 }
 
-template <class T>
-std::vector<std::pair<std::string, MultiHeadAttention<T>*>> EncoderModel<T>::named_attention_layers() const {
-  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> out;
-  for (std::size_t i = 0; i < blocks->size(); ++i)
-    out.emplace_back("blocks." + std::to_string(i) + ".attn", (*blocks)[i].attn.get());
-  return out;
-}
-
-template <class T>
-std::vector<MultiHeadAttention<T>*> EncoderModel<T>::attention_layers() const {
-  std::vector<MultiHeadAttention<T>*> out;
-  for (auto& [name, layer] : named_attention_layers()) out.push_back(layer);
-  return out;
-}
 
 // ---- stacks ----
 
@@ -109,7 +95,7 @@ TransformerEncoder<T>::TransformerEncoder(const TransformerOptions& options, Gen
 template <class T>
 Variable<T> TransformerEncoder<T>::forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask,
                                            bool is_causal) const {
-  return run_encoder(*blocks, norm.get(), x, key_padding_mask, is_causal);
+  return this->hooked(run_encoder(*blocks, norm.get(), x, key_padding_mask, is_causal));
 }
 
 template <class T>
@@ -124,7 +110,7 @@ Variable<T> TransformerDecoder<T>::forward(const Variable<T>& x, const Variable<
                                            const std::optional<Mask>& memory_key_padding_mask) const {
   Variable<T> h = x;
   for (auto& block : *blocks) h = block->forward(h, memory, tgt_key_padding_mask, memory_key_padding_mask);
-  return norm ? norm->forward(h) : h;
+  return this->hooked(norm ? norm->forward(h) : h);
 }
 
 // ---- Seq2SeqModel ----
@@ -166,28 +152,9 @@ template <class T>
 Variable<T> Seq2SeqModel<T>::forward(const IndexArray& src, const IndexArray& tgt_in,
                                      const std::optional<Mask>& src_key_padding_mask,
                                      const std::optional<Mask>& tgt_key_padding_mask) const {
-  return decode(encode(src, src_key_padding_mask), tgt_in, src_key_padding_mask, tgt_key_padding_mask);
+  return this->hooked(decode(encode(src, src_key_padding_mask), tgt_in, src_key_padding_mask, tgt_key_padding_mask));
 }
 
-template <class T>
-std::vector<std::pair<std::string, MultiHeadAttention<T>*>> Seq2SeqModel<T>::named_attention_layers() const {
-  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> out;
-  for (std::size_t i = 0; i < encoder->blocks->size(); ++i)
-    out.emplace_back("encoder.blocks." + std::to_string(i) + ".attn", (*encoder->blocks)[i].attn.get());
-  for (std::size_t i = 0; i < decoder->blocks->size(); ++i) {
-    const std::string p = "decoder.blocks." + std::to_string(i);
-    out.emplace_back(p + ".self_attn", (*decoder->blocks)[i].self_attn.get());
-    out.emplace_back(p + ".cross_attn", (*decoder->blocks)[i].cross_attn.get());
-  }
-  return out;
-}
-
-template <class T>
-std::vector<MultiHeadAttention<T>*> Seq2SeqModel<T>::attention_layers() const {
-  std::vector<MultiHeadAttention<T>*> out;
-  for (auto& [name, layer] : named_attention_layers()) out.push_back(layer);
-  return out;
-}
 
 template class EncoderModel<float>;
 template class EncoderModel<double>;

@@ -46,10 +46,10 @@ Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const std:
   auto sa = [&](const Variable<T>& h) { return drop1->forward(attn->forward(h, h, h, args).output); };
   if (options_.norm_first) {
     Variable<T> y = add(x, sa(norm1->forward(x)));
-    return add(y, ff->forward(norm2->forward(y)));
+    return this->hooked(add(y, ff->forward(norm2->forward(y))));
   }
   Variable<T> y = norm1->forward(add(x, sa(x)));
-  return norm2->forward(add(y, ff->forward(y)));
+  return this->hooked(norm2->forward(add(y, ff->forward(y))));
 }
 
 template <class T>
@@ -81,11 +81,11 @@ Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Vari
   if (options_.norm_first) {
     Variable<T> y = add(x, sa(norm1->forward(x)));
     y = add(y, ca(norm2->forward(y)));
-    return add(y, ff->forward(norm3->forward(y)));
+    return this->hooked(add(y, ff->forward(norm3->forward(y))));
   }
   Variable<T> y = norm1->forward(add(x, sa(x)));
   y = norm2->forward(add(y, ca(y)));
-  return norm3->forward(add(y, ff->forward(y)));
+  return this->hooked(norm3->forward(add(y, ff->forward(y))));
 }
 
 template class TransformerEncoderLayer<float>;

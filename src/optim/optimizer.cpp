@@ -6,36 +6,15 @@
 #include <set>
 
 namespace qkv::optim {
-namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-// "blocks.0.ln1.weight" -> "ln1" (the module that owns the parameter), lowercased.
-std::string owner(const std::string& name) {
-  std::size_t last = name.rfind('.');
-  if (last == std::string::npos || last == 0) return "";
-  std::size_t first = name.rfind('.', last - 1);
-  first = first == std::string::npos ? 0 : first + 1;
-  std::string s = name.substr(first, last - first);
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return s;
-}
-
-}  // namespace
 
 template <class T>
-std::vector<ParamGroup<T>> param_groups_no_decay_for_bias_and_norm(
-    const std::vector<std::pair<std::string, Variable<T>>>& named, double lr, double weight_decay) {
+std::vector<ParamGroup<T>> param_groups_decay_weights_only(const nn::Module<T>& module, double lr, double weight_decay) {
   ParamGroup<T> decay{{}, lr, weight_decay};
   ParamGroup<T> no_decay{{}, lr, 0.0};
-  for (const auto& [name, p] : named) {
-    const std::string mod = owner(name);
-    const bool skip = ends_with(name, "bias") || p.ndim() <= 1 || mod.find("norm") != std::string::npos ||
-                      mod.rfind("ln", 0) == 0;
-    (skip ? no_decay : decay).params.emplace_back(name, p);
-  }
+  const auto named = module.named_parameters();
+  const auto roles = module.parameter_roles();
+  for (std::size_t i = 0; i < named.size(); ++i)
+    (roles[i] == nn::ParamRole::Weight ? decay : no_decay).params.push_back(named[i]);
   return {std::move(decay), std::move(no_decay)};
 }
 
@@ -141,9 +120,7 @@ template struct ParamGroup<float>;
 template struct ParamGroup<double>;
 template class Optimizer<float>;
 template class Optimizer<double>;
-template std::vector<ParamGroup<float>> param_groups_no_decay_for_bias_and_norm(
-    const std::vector<std::pair<std::string, Variable<float>>>&, double, double);
-template std::vector<ParamGroup<double>> param_groups_no_decay_for_bias_and_norm(
-    const std::vector<std::pair<std::string, Variable<double>>>&, double, double);
+template std::vector<ParamGroup<float>> param_groups_decay_weights_only(const nn::Module<float>&, double, double);
+template std::vector<ParamGroup<double>> param_groups_decay_weights_only(const nn::Module<double>&, double, double);
 
 }  // namespace qkv::optim

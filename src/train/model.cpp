@@ -46,9 +46,6 @@ class EncoderTaskModel : public TaskModel {
   nn::Module<float>& module() override { return *model_; }
   Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs); }
   IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
-  std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() override {
-    return model_->named_attention_layers();
-  }
 
  private:
   std::unique_ptr<nn::EncoderModel<float>> model_;
@@ -86,8 +83,14 @@ class Seq2SeqTaskModel : public TaskModel {
     }
     return out;
   }
-  std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() override {
-    return model_->named_attention_layers();
+  std::pair<const IndexArray*, const IndexArray*> attention_tokens(const nn::MultiHeadAttention<float>& layer,
+                                                                   const data::Batch& b) const override {
+    // Layers of the decoder stack read the target; its cross-attention's keys are the source.
+    for (auto& block : *model_->decoder->blocks) {
+      if (&layer == block->self_attn.get()) return {&b.decoder_inputs, &b.decoder_inputs};
+      if (&layer == block->cross_attn.get()) return {&b.decoder_inputs, &b.inputs};
+    }
+    return {&b.inputs, &b.inputs};
   }
 
  private:

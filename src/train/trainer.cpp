@@ -13,6 +13,7 @@
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
+#include "qkv/nn/activation_cache.hpp"
 #include "qkv/ops/loss.hpp"
 #include "qkv/optim/adam.hpp"
 #include "qkv/optim/clip.hpp"
@@ -156,7 +157,7 @@ class Trainer {
 
     std::vector<std::string> cols = {"step", "lr", "train_loss", "train_token_acc", "grad_norm", "eval_loss",
                                      "eval_token_acc", "eval_seq_acc", "tokens_per_s", "elapsed_s"};
-    for (auto& [name, layer] : model_->attention_layers())
+    for (auto& [name, layer] : attention_layers(*model_))
       for (const char* s : {".entropy", ".max_weight", ".grad_q", ".grad_k", ".redundancy"}) cols.push_back(name + s);
     metrics_.set_columns(cols);
   }
@@ -274,12 +275,11 @@ class Trainer {
  private:
   void make_optimizer() {
     const auto& o = cfg_.optimizer;
-    auto named = model_->module().named_parameters();
     std::vector<optim::ParamGroup<float>> groups;
     if (o.decay_bias_and_norm) {
-      groups.push_back({named, o.lr, o.weight_decay});
+      groups.push_back({model_->module().named_parameters(), o.lr, o.weight_decay});
     } else {
-      groups = optim::param_groups_no_decay_for_bias_and_norm(named, o.lr, o.weight_decay);
+      groups = optim::param_groups_decay_weights_only(model_->module(), o.lr, o.weight_decay);
     }
     if (o.name == "sgd") {
       optim::SGDOptions s;
@@ -347,14 +347,8 @@ class Trainer {
 
   void record_qk_grad_norms() {
     qk_norms_.clear();
-    auto named = model_->module().named_parameters();
-    auto find = [&](const std::string& name) -> double {
-      for (auto& [n, p] : named)
-        if (n == name) return grad_norm(p);
-      return NAN;
-    };
-    for (auto& [name, layer] : model_->attention_layers())
-      qk_norms_.push_back({find(name + ".w_q.weight"), find(name + ".w_k.weight")});
+    for (auto& [name, layer] : attention_layers(*model_))
+      qk_norms_.push_back({grad_norm(layer->w_q->weight), grad_norm(layer->w_k->weight)});
   }
 
   static void count_correct(const Array<float>& logits, const IndexArray& targets, double& correct, double& counted) {
@@ -392,7 +386,7 @@ class Trainer {
                                last_eval_.sequence_accuracy, tokens_per_s_, elapsed_since(t0)};
     loss_sum_ = 0;
     loss_steps_ = 0;
-    auto layers = model_->attention_layers();
+    auto layers = attention_layers(*model_);
     std::vector<Array<float>> maps;
     if (cfg_.train.diagnostics) maps = attention_maps(*model_, data_->eval_set(), 64);
     for (std::size_t l = 0; l < layers.size(); ++l) {
@@ -537,7 +531,7 @@ class Trainer {
                                                         {"grad_k", 0}, {"redundancy", 0}};
     double train_acc = NAN;
     auto hist = metrics_.history();
-    const std::size_t layers = model_->attention_layers().size();
+    const std::size_t layers = attention_layers(*model_).size();
     for (auto& [name, values] : hist) {
       if (values.empty()) continue;
       if (name == "train_token_acc") train_acc = values.back();
@@ -612,15 +606,10 @@ data::Batch rows(const data::Batch& b, std::size_t lo, std::size_t hi) {
 std::vector<Array<float>> Trainer::attention_maps(TaskModel& model, const data::Batch& eval, std::size_t n) {
   NoGradGuard no_grad;
   model.module().eval();
-  auto layers = model.attention_layers();
-  for (auto& [name, l] : layers) l->set_capture_weights(true);
   data::Batch b = rows(eval, 0, std::min(n, eval.inputs.shape()[0]));
-  model.logits(b);
+  auto cache = nn::run_with_cache(model.module(), [&] { model.logits(b); }, {"*.hook_pattern"});
   std::vector<Array<float>> maps;
-  for (auto& [name, l] : layers) {
-    maps.push_back(l->captured_weights());
-    l->set_capture_weights(false);
-  }
+  for (auto& [name, w] : cache.entries()) maps.push_back(w);
   model.module().train();
   return maps;
 }

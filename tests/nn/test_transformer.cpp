@@ -130,11 +130,11 @@ TEST_CASE("EncoderModel: logits shape, parameter names in order, attention layer
   CHECK(names[names.size() - 2] == "head.weight");
   CHECK(names.back() == "head.bias");
   CHECK(m.head->weight.shape() == Shape{3, 4});
-  auto attn = m.named_attention_layers();
+  auto attn = m.modules_of_type<MultiHeadAttention<float>>();
   REQUIRE(attn.size() == 2);
   CHECK(attn[0].first == "blocks.0.attn");
   CHECK(attn[1].first == "blocks.1.attn");
-  CHECK(m.attention_layers()[1] == m.blocks->operator[](1).attn.get());
+  CHECK(attn[1].second == m.blocks->operator[](1).attn.get());
 
   EncoderModel<float> post(7, 3, tiny_model(false), gen);
   auto pnames = test::param_names(post);
@@ -208,7 +208,7 @@ TEST_CASE("Seq2SeqModel: names, forward = decode(encode), causal decoder, attent
   CHECK(contains(names, "decoder.blocks.1.cross_attn.w_v.bias"));
   CHECK(contains(names, "decoder.norm.bias"));
   CHECK(names.back() == "head.bias");
-  auto attn = m.named_attention_layers();
+  auto attn = m.modules_of_type<MultiHeadAttention<double>>();
   REQUIRE(attn.size() == 6);
   CHECK(attn[0].first == "encoder.blocks.0.attn");
   CHECK(attn[2].first == "decoder.blocks.0.self_attn");

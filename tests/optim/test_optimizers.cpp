@@ -10,6 +10,9 @@
 #include <memory>
 
 #include "qkv/kernels/parallel.hpp"
+#include "qkv/nn/embedding.hpp"
+#include "qkv/nn/layer_norm.hpp"
+#include "qkv/nn/linear.hpp"
 #include "qkv/optim/adam.hpp"
 #include "qkv/optim/sgd.hpp"
 #include "test_util.hpp"
@@ -279,30 +282,34 @@ TEST_CASE("optimizers: updates of a large tensor are the same bits with 1 and 2 
   CHECK(test::bitwise_equal(one, two));
 }
 
-TEST_CASE("param_groups_no_decay_for_bias_and_norm: biases, norm weights and 1-D tensors get no decay") {
-  auto v = [](const Shape& s) { return Variable<float>(zeros<float>(s), true); };
-  Named<float> named{{"embed.weight", v({10, 4})},
-                     {"blocks.0.ln1.weight", v({4})},
-                     {"blocks.0.ln1.bias", v({4})},
-                     {"blocks.0.attn.w_q.weight", v({4, 4})},
-                     {"blocks.0.attn.w_q.bias", v({4})},
-                     {"final_norm.scale", v({1, 4})},
-                     {"pos_bias", v({2, 4})},
-                     {"scale", v({})},
-                     {"head.weight", v({3, 4})}};
-  auto groups = param_groups_no_decay_for_bias_and_norm(named, 0.01, 0.1);
+TEST_CASE("param_groups_decay_weights_only: by the role each module gave, not by names") {
+  // A module whose names would fool name matching: a Linear named "norm_proj" is decayed, a
+  // LayerNorm named "scale" is not, and embeddings are weights.
+  struct Net : nn::Module<float> {
+    Net(Generator& gen) {
+      emb = register_module("emb", std::make_shared<nn::Embedding<float>>(10, 4, gen));
+      proj = register_module("norm_proj", std::make_shared<nn::Linear<float>>(4, 4, true, gen));
+      ln = register_module("scale", std::make_shared<nn::LayerNorm<float>>(4));
+      head = register_module("head", std::make_shared<nn::Linear<float>>(4, 3, false, gen));
+    }
+    std::shared_ptr<nn::Embedding<float>> emb;
+    std::shared_ptr<nn::Linear<float>> proj, head;
+    std::shared_ptr<nn::LayerNorm<float>> ln;
+  };
+  Generator gen(1);
+  Net net(gen);
+  auto groups = param_groups_decay_weights_only(net, 0.01, 0.1);
   REQUIRE(groups.size() == 2);
   auto names = [](const ParamGroup<float>& g) {
     std::vector<std::string> out;
     for (auto& [n, p] : g.params) out.push_back(n);
     return out;
   };
-  CHECK(names(groups[0]) == std::vector<std::string>{"embed.weight", "blocks.0.attn.w_q.weight", "head.weight"});
-  CHECK(names(groups[1]) == std::vector<std::string>{"blocks.0.ln1.weight", "blocks.0.ln1.bias", "blocks.0.attn.w_q.bias",
-                                                     "final_norm.scale", "pos_bias", "scale"});
+  CHECK(names(groups[0]) == std::vector<std::string>{"emb.weight", "norm_proj.weight", "head.weight"});
+  CHECK(names(groups[1]) == std::vector<std::string>{"norm_proj.bias", "scale.weight", "scale.bias"});
   CHECK(groups[0].lr == 0.01);
   CHECK(groups[1].lr == 0.01);
   CHECK(groups[0].weight_decay == 0.1);
   CHECK(groups[1].weight_decay == 0.0);
-  CHECK(groups[0].params[0].second.id() == named[0].second.id());  // the same parameters, not copies
+  CHECK(groups[0].params[0].second.id() == net.emb->weight.id());  // the same parameters, not copies
 }

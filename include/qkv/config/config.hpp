@@ -120,9 +120,6 @@ Config apply_overrides(Config config, const std::vector<std::string>& overrides)
 void validate(const Config& config);
 /// The resolved config as YAML, every section and key; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);
-/// Levenshtein distance between two words (insertions, deletions and substitutions each cost
-/// 1), for "did you mean" suggestions in config keys and command names.
-std::size_t edit_distance(const std::string& a, const std::string& b);
 /// Rough peak bytes of one training step: parameters, gradients, Adam moments, and the
 /// activations the tape keeps (B x T x C per layer, B x H x T x T attention, B x T x V logits).
 std::size_t estimate_memory_bytes(const Config& config);

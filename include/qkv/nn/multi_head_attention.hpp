@@ -9,6 +9,17 @@
 ///
 /// Shapes: query (B, Tq, E), key (B, Tk, kdim), value (B, Tk, vdim) -> output (B, Tq, E);
 /// weights (B, H, Tq, Tk), or (B, Tq, Tk) averaged over heads.
+///
+/// Hook points (children; see HookPoint), named as TransformerLens names them:
+///   hook_q, hook_k (B, H, T, D)  the queries and keys that enter the dot products
+///   hook_v         (B, H, Tk, D) the values
+///   hook_pattern   (B, H, Tq, Tk) the attention weights (after dropout, as `weights`)
+///   hook_z         (B, H, Tq, D) each head's output, before the heads are merged and projected
+///   hook_result    (B, Tq, E)    the layer's output, after w_o (TransformerLens: hook_attn_out)
+/// A hook on hook_pattern makes the fused implementation compute the weights (it never builds a
+/// Tq x Tk buffer otherwise); a hook that replaces the pattern makes the layer attend with the
+/// replacement (z = pattern @ v, differentiable in the pattern; with the fused implementation the
+/// original weights are detached, so q and k then get no gradient through the patched path).
 
 #include <optional>
 #include <string>
@@ -71,14 +82,6 @@ class MultiHeadAttention : public Module<T> {
   MultiHeadAttentionOutput<T> forward(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
                                       const MultiHeadAttentionArgs<T>& args = {}) const;
 
-  /// Diagnostics: while on, every forward also computes the (B, H, Tq, Tk) weights (as with
-  /// need_weights) and keeps a copy of the last ones.
-  void set_capture_weights(bool on) { capture_ = on; }
-  bool capture_weights() const { return capture_; }
-  /// The (B, H, Tq, Tk) weights of the last forward made while capturing; throws Error if none.
-  const Array<T>& captured_weights() const;
-  bool has_captured_weights() const { return has_captured_; }
-
   /// Attention dropout draws from `gen` (not owned); nullptr = default_generator().
   void set_generator(Generator* gen) { generator_ = gen; }
 
@@ -87,13 +90,11 @@ class MultiHeadAttention : public Module<T> {
   std::size_t head_dim() const { return head_dim_; }
 
   std::shared_ptr<Linear<T>> w_q, w_k, w_v, w_o;
+  std::shared_ptr<HookPoint<T>> hook_q, hook_k, hook_v, hook_pattern, hook_z, hook_result;
 
  private:
   MultiHeadAttentionOptions options_;
   std::size_t head_dim_ = 0;
-  bool capture_ = false;
-  mutable bool has_captured_ = false;
-  mutable Array<T> captured_;
   Generator* generator_ = nullptr;
 };
 

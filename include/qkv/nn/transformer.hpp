@@ -64,10 +64,6 @@ class EncoderModel : public Module<T> {
   /// as a key). Returns logits (B, T, num_classes).
   Variable<T> forward(const IndexArray& tokens, const std::optional<Mask>& key_padding_mask = std::nullopt) const;
 
-  /// Every attention layer, with its dotted name ("blocks.0.attn"), in layer order.
-  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> named_attention_layers() const;
-  std::vector<MultiHeadAttention<T>*> attention_layers() const;
-
   const TransformerOptions& options() const { return options_; }
   std::shared_ptr<Embedding<T>> tok_emb;
   std::shared_ptr<PositionalEncoding<T>> pos;
@@ -129,10 +125,6 @@ class Seq2SeqModel : public Module<T> {
   Variable<T> decode(const Variable<T>& memory, const IndexArray& tgt_in,
                      const std::optional<Mask>& src_key_padding_mask = std::nullopt,
                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt) const;
-
-  /// "encoder.blocks.<i>.attn", then "decoder.blocks.<i>.self_attn", "decoder.blocks.<i>.cross_attn".
-  std::vector<std::pair<std::string, MultiHeadAttention<T>*>> named_attention_layers() const;
-  std::vector<MultiHeadAttention<T>*> attention_layers() const;
 
   const TransformerOptions& options() const { return options_; }
   std::shared_ptr<Embedding<T>> src_emb, tgt_emb;

@@ -29,13 +29,13 @@ std::vector<ParamGroup<T>> one_group(const std::vector<std::pair<std::string, Va
   return {ParamGroup<T>{named, lr, weight_decay}};
 }
 
-/// Split named parameters into two groups, {decay, no-decay}, both with `lr`: the decay group gets
-/// `weight_decay`, the no-decay group 0. No decay for: biases (name ends in "bias"), norm weights
-/// (the owning module's name contains "norm" or starts with "ln") and every parameter of rank <= 1.
-/// Order within each group follows `named`. Either group may be empty.
+/// The parameters of `module` in two groups, {decay, no-decay}, both with `lr`: the decay group
+/// (weight_decay) holds the parameters their module registered as ParamRole::Weight (linear
+/// weights, embeddings, learned positions), the no-decay group (0) the biases and normalisation
+/// gains and shifts. Decided by the role the owning module gave, not by names. Order within each
+/// group follows named_parameters(). Either group may be empty.
 template <class T>
-std::vector<ParamGroup<T>> param_groups_no_decay_for_bias_and_norm(
-    const std::vector<std::pair<std::string, Variable<T>>>& named, double lr, double weight_decay);
+std::vector<ParamGroup<T>> param_groups_decay_weights_only(const nn::Module<T>& module, double lr, double weight_decay);
 
 /// What an optimizer saves: its step count and its buffers, named "<buffer>/<param dotted name>"
 /// (e.g. "exp_avg/blocks.0.attn.w_q.weight"), in group then parameter order.

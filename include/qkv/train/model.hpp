@@ -24,9 +24,18 @@ class TaskModel {
   /// their argmax for the encoder; greedy decoding (one token at a time, fed back; the logits are
   /// not used) for the encoder-decoder.
   virtual IndexArray predict(const data::Batch& batch, const Array<float>& logits) = 0;
-  /// Every attention layer with its dotted name ("blocks.0.attn").
-  virtual std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers() = 0;
+  /// The tokens an attention layer of this model reads in `batch`: its queries (Tq) and keys (Tk)
+  /// (encoder layers and self-attention: one sequence; cross-attention: target queries, source keys).
+  virtual std::pair<const IndexArray*, const IndexArray*> attention_tokens(const nn::MultiHeadAttention<float>& layer,
+                                                                           const data::Batch& batch) const {
+    return {&batch.inputs, &batch.inputs};
+  }
 };
+
+/// Every attention layer of the model with its dotted name ("blocks.0.attn"), in model order.
+inline std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> attention_layers(TaskModel& model) {
+  return model.module().modules_of_type<nn::MultiHeadAttention<float>>();
+}
 
 /// Transformer options from the model section of a config.
 nn::TransformerOptions transformer_options(const config::ModelConfig& model);
