@@ -96,13 +96,13 @@ int main(int argc, char** argv) {
 
   nn::TransformerOptions o;
   o.d_model = w->d_model;
-  o.heads = w->heads;
+  o.attn.num_heads = w->heads;
   o.layers = w->layers;
-  o.d_ff = w->d_ff;
+  o.ff.hidden = w->d_ff;
   o.dropout = dropout;
-  o.attn_dropout = dropout;
+  o.attn.dropout = dropout;
   o.max_len = w->seq;
-  o.impl = nn::parse_attention_impl(impl);
+  o.attn.impl = nn::attention_impl_names().parse(impl, "--impl");
   Generator init(seed);
   nn::EncoderModel<float> model(w->vocab, w->vocab, o, init);
   model.train();

@@ -20,9 +20,9 @@ int main(int argc, char** argv) {
 
   nn::TransformerOptions o;
   o.d_model = 32;
-  o.heads = 2;
+  o.attn.num_heads = 2;
   o.layers = 2;
-  o.d_ff = 64;
+  o.ff.hidden = 64;
   Generator init(1);
   nn::EncoderModel<float> model(data.task().input_vocab(), data.task().num_classes(), o, init);
   optim::AdamWOptions adamw;

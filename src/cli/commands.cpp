@@ -58,8 +58,7 @@ Loaded load(const std::string& path, const std::vector<std::string>& overrides) 
   io::Checkpoint c = io::load_checkpoint(path);
   Loaded l;
   l.cfg = config::parse_config(c.config_yaml, path + ":/config", overrides);
-  data::TaskOptions t{l.cfg.task.name, l.cfg.task.vocab, l.cfg.task.length, l.cfg.task.pairs, l.cfg.task.queries};
-  l.task = data::make_task(t);
+  l.task = data::make_task(l.cfg.task);
   l.data = std::make_unique<data::Dataset>(l.task, l.cfg.seed, l.cfg.task.eval_size, 0);
   Generator gen(0);
   l.model = train::make_model(l.cfg, *l.task, gen);

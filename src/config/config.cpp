@@ -1,5 +1,4 @@
 #include "qkv/config/config.hpp"
-#include "qkv/tensor/names.hpp"
 
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -13,68 +12,41 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
+
+#include "qkv/tensor/names.hpp"
 
 namespace qkv::config {
 
 namespace {
 
-// One table describes every key: parsing, validation locations, to_yaml and equality all walk
-// it, so a new key is added in exactly one place (plus its check in validate_impl).
-enum class Kind { Unsigned, Int, Double, Bool, String };
+// ---- the field table ----
+//
+// One table describes every key: which section and key it is, which field of the section's
+// options struct it sets (its path there, e.g. "attn.num_heads" for model.heads, so that an
+// OptionError from that struct's validate() is reported at this key), how to parse it, how to
+// print it, and its choices. Parsing, locations, to_yaml, equality, resume differences and the
+// reference all walk it, so a new key is added here and nowhere else.
+
+struct Where;
+enum class Kind { Unsigned, Int, Double, Bool, String, Choice };
 
 struct Field {
-  std::string section, key;
+  std::string section, key, member;
   Kind kind;
-  void* ptr;
+  std::function<void(const YAML::Node&, const Where&)> assign;
+  std::function<std::string()> print;
+  std::vector<std::string> choices;      // Choice fields
+  const std::size_t* size = nullptr;     // Unsigned fields that size a run (for the memory message)
   std::string path() const { return section.empty() ? key : section + "." + key; }
 };
 
-Field field(const char* s, const char* k, std::size_t& v) { return {s, k, Kind::Unsigned, &v}; }
-Field field(const char* s, const char* k, int& v) { return {s, k, Kind::Int, &v}; }
-Field field(const char* s, const char* k, double& v) { return {s, k, Kind::Double, &v}; }
-Field field(const char* s, const char* k, bool& v) { return {s, k, Kind::Bool, &v}; }
-Field field(const char* s, const char* k, std::string& v) { return {s, k, Kind::String, &v}; }
-static_assert(std::is_same_v<std::uint64_t, std::size_t>, "seed is stored as an unsigned field");
-
 const std::vector<std::string> kSections = {"model", "task", "optimizer", "schedule", "train", "run"};
 
-std::vector<Field> fields(Config& c) {
-  auto& m = c.model;
-  auto& t = c.task;
-  auto& o = c.optimizer;
-  auto& s = c.schedule;
-  auto& r = c.train;
-  return {field("", "seed", c.seed),
-          field("model", "arch", m.arch), field("model", "d_model", m.d_model),
-          field("model", "heads", m.heads), field("model", "head_dim", m.head_dim),
-          field("model", "layers", m.layers), field("model", "d_ff", m.d_ff),
-          field("model", "dropout", m.dropout), field("model", "attn_dropout", m.attn_dropout),
-          field("model", "activation", m.activation), field("model", "norm_first", m.norm_first),
-          field("model", "positional", m.positional), field("model", "attention", m.attention),
-          field("model", "scale", m.scale),
-          field("task", "name", t.name), field("task", "vocab", t.vocab), field("task", "length", t.length),
-          field("task", "pairs", t.pairs), field("task", "queries", t.queries),
-          field("task", "eval_size", t.eval_size), field("task", "train_size", t.train_size),
-          field("optimizer", "name", o.name), field("optimizer", "lr", o.lr),
-          field("optimizer", "weight_decay", o.weight_decay), field("optimizer", "beta1", o.beta1),
-          field("optimizer", "beta2", o.beta2), field("optimizer", "eps", o.eps),
-          field("optimizer", "momentum", o.momentum), field("optimizer", "dampening", o.dampening),
-          field("optimizer", "nesterov", o.nesterov),
-          field("optimizer", "decay_bias_and_norm", o.decay_bias_and_norm),
-          field("optimizer", "clip_grad_norm", o.clip_grad_norm),
-          field("schedule", "name", s.name), field("schedule", "warmup_steps", s.warmup_steps),
-          field("schedule", "step_size", s.step_size), field("schedule", "min_lr", s.min_lr),
-          field("schedule", "gamma", s.gamma),
-          field("train", "steps", r.steps), field("train", "batch_size", r.batch_size),
-          field("train", "eval_every", r.eval_every), field("train", "checkpoint_every", r.checkpoint_every),
-          field("train", "log_every", r.log_every), field("train", "target_accuracy", r.target_accuracy),
-          field("train", "label_smoothing", r.label_smoothing), field("train", "threads", r.threads),
-          field("train", "diagnostics", r.diagnostics),
-          field("run", "out", c.run.out)};
-}
+std::vector<Field> fields(Config& c);
 
 // ---- locations ----
 
@@ -95,26 +67,9 @@ int line_of(const YAML::Node& n) { return n.Mark().is_null() ? 0 : n.Mark().line
 
 // ---- suggestions ----
 
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
-// "; did you mean 'heads'?" or "" when nothing is close.
+std::string join(const std::vector<std::string>& v) { return join_names(v); }
 std::string suggestion(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  std::size_t best_d = std::numeric_limits<std::size_t>::max();
-  for (auto& c : candidates) {
-    std::size_t d = edit_distance(word, c);
-    if (d < best_d) best_d = d, best = c;
-  }
-  std::size_t limit = std::max<std::size_t>(2, word.size() / 3);
-  if (!best.empty() && best_d <= limit) return "; did you mean '" + best + "'?";
-  for (auto& c : candidates)
-    if (word.size() >= 3 && c.find(word) != std::string::npos) return "; did you mean '" + c + "'?";
-  return "";
+  return did_you_mean(word, candidates);
 }
 
 std::vector<std::string> keys_of(Config& c, const std::string& section) {
@@ -173,67 +128,197 @@ bool parse_double(const std::string& s, double& out) {
   return end == s.c_str() + s.size() && errno == 0 && std::isfinite(out);
 }
 
-void assign(const Field& f, const YAML::Node& v, const Where& at) {
-  const std::string key = f.path();
-  const bool plain = v.IsScalar() && v.Tag() != "!";
+[[noreturn]] void fail(const Where& at, const std::string& key, const std::string& message);
+std::string exact(double x);
+std::string yaml_quoted(const std::string& s);
+
+bool plain_scalar(const YAML::Node& v) { return v.IsScalar() && v.Tag() != "!"; }
+
+template <class U>
+void parse_unsigned(const YAML::Node& v, const Where& at, const std::string& key, U& out) {
   const std::string text = v.IsScalar() ? v.Scalar() : "";
-  switch (f.kind) {
-    case Kind::Unsigned: {
-      if (plain && all_digits(text)) {
-        errno = 0;
-        unsigned long long x = std::strtoull(text.c_str(), nullptr, 10);
-        if (errno == ERANGE) fail(at, key, "expected a non-negative integer, found " + text + " (too large)");
-        *static_cast<std::size_t*>(f.ptr) = static_cast<std::size_t>(x);
-        return;
-      }
-      double d;
-      if (plain && parse_double(text, d)) {
-        if (d < 0) fail(at, key, "expected a non-negative integer, found " + text + " (negative)");
-        fail(at, key, "expected a non-negative integer, found " + text + " (not an integer)");
-      }
-      fail(at, key, "expected a non-negative integer, found " + describe(v));
-    }
-    case Kind::Int: {
-      if (plain && (all_digits(text) || (text[0] == '-' && all_digits(text, 1)))) {
-        errno = 0;
-        long long x = std::strtoll(text.c_str(), nullptr, 10);
-        if (errno == ERANGE || x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
-          fail(at, key, "expected an integer, found " + text + " (out of range)");
-        *static_cast<int*>(f.ptr) = static_cast<int>(x);
-        return;
-      }
-      double d;
-      if (plain && parse_double(text, d)) fail(at, key, "expected an integer, found " + text + " (not an integer)");
-      fail(at, key, "expected an integer, found " + describe(v));
-    }
-    case Kind::Double: {
-      double d;
-      if (plain && parse_double(text, d)) {
-        *static_cast<double*>(f.ptr) = d;
-        return;
-      }
-      fail(at, key, "expected a number, found " + describe(v));
-    }
-    case Kind::Bool: {
-      std::string low = text;
-      std::transform(low.begin(), low.end(), low.begin(), [](unsigned char ch) { return std::tolower(ch); });
-      if (plain && (low == "true" || low == "yes" || low == "on")) {
-        *static_cast<bool*>(f.ptr) = true;
-        return;
-      }
-      if (plain && (low == "false" || low == "no" || low == "off")) {
-        *static_cast<bool*>(f.ptr) = false;
-        return;
-      }
-      fail(at, key, "expected true or false, found " + describe(v));
-    }
-    case Kind::String: {
-      if (!v.IsScalar()) fail(at, key, "expected a string, found " + describe(v));
-      *static_cast<std::string*>(f.ptr) = text;
-      return;
-    }
+  if (plain_scalar(v) && all_digits(text)) {
+    errno = 0;
+    unsigned long long x = std::strtoull(text.c_str(), nullptr, 10);
+    if (errno == ERANGE || x > static_cast<unsigned long long>(std::numeric_limits<U>::max()))
+      fail(at, key, "expected a non-negative integer, found " + text + " (too large)");
+    out = static_cast<U>(x);
+    return;
   }
+  double d;
+  if (plain_scalar(v) && parse_double(text, d)) {
+    if (d < 0) fail(at, key, "expected a non-negative integer, found " + text + " (negative)");
+    fail(at, key, "expected a non-negative integer, found " + text + " (not an integer)");
+  }
+  fail(at, key, "expected a non-negative integer, found " + describe(v));
 }
+
+void parse_int(const YAML::Node& v, const Where& at, const std::string& key, int& out) {
+  const std::string text = v.IsScalar() ? v.Scalar() : "";
+  if (plain_scalar(v) && (all_digits(text) || (!text.empty() && text[0] == '-' && all_digits(text, 1)))) {
+    errno = 0;
+    long long x = std::strtoll(text.c_str(), nullptr, 10);
+    if (errno == ERANGE || x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+      fail(at, key, "expected an integer, found " + text + " (out of range)");
+    out = static_cast<int>(x);
+    return;
+  }
+  double d;
+  if (plain_scalar(v) && parse_double(text, d)) fail(at, key, "expected an integer, found " + text + " (not an integer)");
+  fail(at, key, "expected an integer, found " + describe(v));
+}
+
+double parse_number(const YAML::Node& v, const Where& at, const std::string& key) {
+  double d;
+  if (plain_scalar(v) && parse_double(v.Scalar(), d)) return d;
+  fail(at, key, "expected a number, found " + describe(v));
+}
+
+bool parse_bool(const YAML::Node& v, const Where& at, const std::string& key) {
+  std::string low = v.IsScalar() ? v.Scalar() : "";
+  std::transform(low.begin(), low.end(), low.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (plain_scalar(v) && (low == "true" || low == "yes" || low == "on")) return true;
+  if (plain_scalar(v) && (low == "false" || low == "no" || low == "off")) return false;
+  fail(at, key, "expected true or false, found " + describe(v));
+}
+
+std::string parse_string(const YAML::Node& v, const Where& at, const std::string& key) {
+  if (!v.IsScalar()) fail(at, key, "expected a string, found " + describe(v));
+  return v.Scalar();
+}
+
+// Field constructors, one per C++ type of the options structs.
+Field field(const char* s, const char* k, const char* member, std::size_t& v) {
+  Field f{s, k, member, Kind::Unsigned, {}, {}, {}, &v};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) { parse_unsigned(n, at, key, v); };
+  f.print = [&v] { return std::to_string(v); };
+  return f;
+}
+Field field(const char* s, const char* k, const char* member, std::int64_t& v) {
+  Field f{s, k, member, Kind::Unsigned, {}, {}, {}, nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) {
+    std::uint64_t u = 0;
+    parse_unsigned(n, at, key, u);
+    if (u > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
+      fail(at, key, "expected a non-negative integer, found " + n.Scalar() + " (too large)");
+    v = std::int64_t(u);
+  };
+  f.print = [&v] { return std::to_string(v); };
+  return f;
+}
+Field field(const char* s, const char* k, const char* member, int& v) {
+  Field f{s, k, member, Kind::Int, {}, {}, {}, nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) { parse_int(n, at, key, v); };
+  f.print = [&v] { return std::to_string(v); };
+  return f;
+}
+Field field(const char* s, const char* k, const char* member, double& v) {
+  Field f{s, k, member, Kind::Double, {}, {}, {}, nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) { v = parse_number(n, at, key); };
+  f.print = [&v] { return exact(v); };
+  return f;
+}
+Field field(const char* s, const char* k, const char* member, bool& v) {
+  Field f{s, k, member, Kind::Bool, {}, {}, {}, nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) { v = parse_bool(n, at, key); };
+  f.print = [&v] { return std::string(v ? "true" : "false"); };
+  return f;
+}
+Field field(const char* s, const char* k, const char* member, std::string& v) {
+  Field f{s, k, member, Kind::String, {}, {}, {}, nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) { v = parse_string(n, at, key); };
+  f.print = [&v] { return yaml_quoted(v); };
+  return f;
+}
+// A string key whose allowed values are a list (task.name): validated by its struct, listed here.
+Field field(const char* s, const char* k, const char* member, std::string& v, const std::vector<std::string>& choices) {
+  Field f = field(s, k, member, v);
+  f.kind = Kind::Choice;
+  f.choices = choices;
+  return f;
+}
+// An enum through its name table.
+template <class E>
+Field field(const char* s, const char* k, const char* member, E& v, const NameTable<E>& table) {
+  Field f{s, k, member, Kind::Choice, {}, {}, table.names(), nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, &table, key](const YAML::Node& n, const Where& at) {
+    const std::string name = parse_string(n, at, key);
+    if (!table.contains(name))
+      fail(at, key, "expected one of " + join_names(table.names()) + ", found '" + name + "'" + did_you_mean(name, table.names()));
+    v = table.parse(name, key);
+  };
+  f.print = [&v, &table] { return yaml_quoted(table.name(v)); };
+  return f;
+}
+// An optional positive number written 0 for "none" (model.scale).
+Field field(const char* s, const char* k, const char* member, std::optional<double>& v) {
+  Field f{s, k, member, Kind::Double, {}, {}, {}, nullptr};
+  const std::string key = f.path();
+  f.assign = [&v, key](const YAML::Node& n, const Where& at) {
+    const double x = parse_number(n, at, key);
+    if (x < 0) fail(at, key, "expected 0 (meaning 1/sqrt(head_dim)) or a positive number, found " + n.Scalar());
+    v = x == 0 ? std::nullopt : std::optional<double>(x);
+  };
+  f.print = [&v] { return exact(v.value_or(0.0)); };
+  return f;
+}
+static_assert(std::is_same_v<std::uint64_t, std::size_t>, "seed is stored as an unsigned field");
+
+std::vector<Field> fields(Config& c) {
+  auto& m = c.model;
+  auto& t = c.task;
+  auto& o = c.optimizer;
+  auto& s = c.schedule;
+  auto& r = c.train;
+  return {field("", "seed", "seed", c.seed),
+          field("model", "arch", "arch", m.arch, nn::arch_names()),
+          field("model", "d_model", "d_model", m.d_model),
+          field("model", "heads", "attn.num_heads", m.attn.num_heads),
+          field("model", "head_dim", "attn.head_dim", m.attn.head_dim),
+          field("model", "layers", "layers", m.layers),
+          field("model", "d_ff", "ff.hidden", m.ff.hidden),
+          field("model", "dropout", "dropout", m.dropout),
+          field("model", "attn_dropout", "attn.dropout", m.attn.dropout),
+          field("model", "activation", "ff.activation", m.ff.activation, nn::activation_names()),
+          field("model", "norm_first", "norm_first", m.norm_first),
+          field("model", "positional", "positional", m.positional, nn::positional_names()),
+          field("model", "attention", "attn.impl", m.attn.impl, nn::attention_impl_names()),
+          field("model", "scale", "attn.scale", m.attn.scale),
+          field("task", "name", "name", t.name, data::task_names()),
+          field("task", "vocab", "vocab", t.vocab), field("task", "length", "length", t.length),
+          field("task", "pairs", "pairs", t.pairs), field("task", "queries", "queries", t.queries),
+          field("task", "eval_size", "eval_size", t.eval_size), field("task", "train_size", "train_size", t.train_size),
+          field("optimizer", "name", "name", o.name, optim::optimizer_names()),
+          field("optimizer", "lr", "lr", o.lr),
+          field("optimizer", "weight_decay", "weight_decay", o.weight_decay),
+          field("optimizer", "beta1", "beta1", o.beta1), field("optimizer", "beta2", "beta2", o.beta2),
+          field("optimizer", "eps", "eps", o.eps), field("optimizer", "momentum", "momentum", o.momentum),
+          field("optimizer", "dampening", "dampening", o.dampening),
+          field("optimizer", "nesterov", "nesterov", o.nesterov),
+          field("optimizer", "decay_bias_and_norm", "decay_bias_and_norm", o.decay_bias_and_norm),
+          field("optimizer", "clip_grad_norm", "clip_grad_norm", o.clip_grad_norm),
+          field("schedule", "name", "name", s.name, optim::schedule_names()),
+          field("schedule", "warmup_steps", "warmup_steps", s.warmup_steps),
+          field("schedule", "step_size", "step_size", s.step_size), field("schedule", "min_lr", "min_lr", s.min_lr),
+          field("schedule", "gamma", "gamma", s.gamma),
+          field("train", "steps", "steps", r.steps), field("train", "batch_size", "batch_size", r.batch_size),
+          field("train", "eval_every", "eval_every", r.eval_every),
+          field("train", "checkpoint_every", "checkpoint_every", r.checkpoint_every),
+          field("train", "log_every", "log_every", r.log_every),
+          field("train", "target_accuracy", "target_accuracy", r.target_accuracy),
+          field("train", "label_smoothing", "label_smoothing", r.label_smoothing),
+          field("train", "threads", "threads", r.threads), field("train", "diagnostics", "diagnostics", r.diagnostics),
+          field("run", "out", "out", c.run.out)};
+}
+
+void assign(const Field& f, const YAML::Node& v, const Where& at) { f.assign(v, at); }
 
 // Finds the field for section.key or throws with a suggestion.
 const Field& find_field(std::vector<Field>& table, Config& c, const std::string& section, const std::string& key,
@@ -336,8 +421,6 @@ void apply_override(const std::string& text, Config& c, Origins& origins) {
   origins[f->path()] = at;
 }
 
-// ---- validation ----
-
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
   int u = 0;
@@ -369,33 +452,31 @@ std::string out_dir_problem(const std::string& out) {
   return "";
 }
 
-double seq_len(const Config& c) {
-  // The longest sequence a task builds: recall lays out its pairs and queries; the others use
-  // `length` tokens plus a few markers.
-  double t = static_cast<double>(c.task.length);
-  if (c.task.name == "recall")
-    t = std::max(t, 2.0 * static_cast<double>(c.task.pairs) + 2.0 * static_cast<double>(std::max<std::size_t>(1, c.task.queries)));
-  return t + 2;
-}
+// ---- validation ----
 
-double estimate_bytes(const Config& c) {
-  const auto& m = c.model;
-  const double C = static_cast<double>(m.d_model), H = static_cast<double>(m.heads);
-  const double D = m.head_dim ? static_cast<double>(m.head_dim) : (H > 0 ? C / H : C);
-  const double F = static_cast<double>(m.d_ff), L = static_cast<double>(m.layers);
-  const double V = static_cast<double>(c.task.vocab), B = static_cast<double>(c.train.batch_size);
-  const double T = seq_len(c);
-  const bool ed = m.arch == "encoder_decoder";
-  const double attn_params = 4 * C * H * D + 3 * H * D + C;
-  const double block_params = attn_params + 2 * C * F + F + C + 4 * C;
-  const double blocks = ed ? L * (2 * block_params + attn_params + 2 * C) : L * block_params;
-  const double params = V * C * (ed ? 2 : 1) + C * V + V + (m.positional == "learned" ? T * C : 0) + blocks;
-  // Activations the tape keeps per block: about a dozen B*T*C tensors, scores/probabilities/
-  // dropout mask per head, and the feed-forward hidden twice; doubled for their gradients.
-  const double block_act = 12 * B * T * C + 3 * B * H * T * T + 2 * B * T * F;
-  const double acts = (ed ? L * (2 * block_act + 3 * B * H * T * T + 4 * B * T * C) : L * block_act) + 3 * B * T * V;
-  // float32: parameter + gradient + two Adam moments; activations and their gradients.
-  return 4.0 * (4 * params + 2 * acts);
+double estimate_bytes(const Config& c);
+
+// Report an OptionError of `section`'s struct at the key its first field (or the first field the
+// user set) came from, with every {field} reference shown as its section.key.
+[[noreturn]] void report(const OptionError& e, const std::string& section, const Config& config, const Origins& origins,
+                         const std::function<Where(const std::string&)>& where,
+                         const std::vector<std::pair<std::string, std::string>>& aliases = {}) {
+  Config& c = const_cast<Config&>(config);  // fields() hands out pointers; nothing is written
+  const auto table = fields(c);
+  auto key_of = [&](const std::string& member) {
+    for (auto& [from, to] : aliases)
+      if (member == from) return to;
+    for (auto& f : table)
+      if (f.section == section && f.member == member) return f.path();
+    return section + "." + member;  // a field with no key of its own
+  };
+  std::string blamed = key_of(e.fields.front());
+  for (auto& f : e.fields)
+    if (origins.count(key_of(f))) {
+      blamed = key_of(f);
+      break;
+    }
+  fail(where(blamed), blamed, e.render(key_of));
 }
 
 void validate_impl(const Config& c, const Origins& origins) {
@@ -404,99 +485,36 @@ void validate_impl(const Config& c, const Origins& origins) {
     if (it != origins.end()) return it->second;
     return Where{c.source.empty() ? "<config>" : c.source, 0, ""};
   };
-  auto check = [&](bool ok, const std::string& key, const std::string& message) {
-    if (!ok) fail(where(key), key, message);
+  auto section = [&](const std::string& name, const std::function<void()>& validate,
+                     const std::vector<std::pair<std::string, std::string>>& aliases = {}) {
+    try {
+      validate();
+    } catch (const OptionError& e) {
+      report(e, name, c, origins, where, aliases);
+    }
   };
-  // For a rule that involves several keys, blame the first one the user actually set.
-  auto blame = [&](std::initializer_list<const char*> keys) {
-    for (auto k : keys)
-      if (origins.count(k)) return std::string(k);
-    return std::string(*keys.begin());
-  };
-  auto positive = [&](std::size_t v, const char* key) {
-    check(v > 0, key, "expected a positive integer, found 0");
-  };
-  auto choice = [&](const std::string& v, const char* key, const std::vector<std::string>& allowed) {
-    if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
-      fail(where(key), key, "expected one of " + join(allowed) + ", found '" + v + "'" + suggestion(v, allowed));
-  };
-  auto in_range = [&](double v, const char* key, double lo, bool lo_open, double hi, bool hi_open) {
-    bool ok = (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
-    check(ok, key, std::string("expected a number in ") + (lo_open ? "(" : "[") + num(lo) + ", " +
-                       (std::isinf(hi) ? std::string("inf)") : num(hi) + (hi_open ? ")" : "]")) + ", found " + num(v));
-  };
-  const double inf = std::numeric_limits<double>::infinity();
-
-  const auto& m = c.model;
-  choice(m.arch, "model.arch", {"encoder", "encoder_decoder"});
-  positive(m.d_model, "model.d_model");
-  positive(m.heads, "model.heads");
-  positive(m.layers, "model.layers");
-  positive(m.d_ff, "model.d_ff");
-  if (m.head_dim == 0 && m.d_model % m.heads != 0) {
-    std::string k = blame({"model.heads", "model.d_model"});
-    fail(where(k), k, "model.d_model (" + std::to_string(m.d_model) + ") must be divisible by model.heads (" +
-                          std::to_string(m.heads) + ") when model.head_dim is 0; set head_dim or change heads");
-  }
-  in_range(m.dropout, "model.dropout", 0, false, 1, true);
-  in_range(m.attn_dropout, "model.attn_dropout", 0, false, 1, true);
-  choice(m.activation, "model.activation", {"gelu", "relu"});
-  choice(m.positional, "model.positional", {"sinusoidal", "learned"});
-  choice(m.attention, "model.attention", {"fused", "composite"});
-  check(m.scale >= 0, "model.scale", "expected 0 (meaning 1/sqrt(head_dim)) or a positive number, found " + num(m.scale));
-
-  const auto& t = c.task;
-  choice(t.name, "task.name", {"copy", "reverse", "sort", "recall", "seq2seq_reverse", "seq2seq_sort"});
-  positive(t.vocab, "task.vocab");
-  positive(t.length, "task.length");
-  positive(t.pairs, "task.pairs");
-  positive(t.eval_size, "task.eval_size");
-  if (t.name == "recall" && t.pairs > t.vocab) {
-    std::string k = blame({"task.pairs", "task.vocab"});
-    fail(where(k), k, "recall needs distinct keys: task.pairs (" + std::to_string(t.pairs) +
-                          ") must not exceed task.vocab (" + std::to_string(t.vocab) + ")");
-  }
-
-  const auto& o = c.optimizer;
-  choice(o.name, "optimizer.name", {"sgd", "adam", "adamw"});
-  in_range(o.lr, "optimizer.lr", 0, true, inf, false);
-  in_range(o.weight_decay, "optimizer.weight_decay", 0, false, inf, false);
-  in_range(o.beta1, "optimizer.beta1", 0, false, 1, true);
-  in_range(o.beta2, "optimizer.beta2", 0, false, 1, true);
-  in_range(o.eps, "optimizer.eps", 0, true, inf, false);
-  in_range(o.momentum, "optimizer.momentum", 0, false, 1, true);
-  in_range(o.dampening, "optimizer.dampening", 0, false, 1, false);
-  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0)) {
-    std::string k = blame({"optimizer.nesterov", "optimizer.momentum", "optimizer.dampening"});
-    fail(where(k), k, "nesterov needs momentum > 0 and dampening 0, found momentum " + num(o.momentum) +
-                          " and dampening " + num(o.dampening));
-  }
-  in_range(o.clip_grad_norm, "optimizer.clip_grad_norm", 0, false, inf, false);
-
-  const auto& s = c.schedule;
-  choice(s.name, "schedule.name", {"constant", "cosine", "step"});
-  positive(s.step_size, "schedule.step_size");
-  in_range(s.min_lr, "schedule.min_lr", 0, false, inf, false);
-  if (s.min_lr > o.lr) {
-    std::string k = blame({"schedule.min_lr", "optimizer.lr"});
-    fail(where(k), k, "schedule.min_lr (" + num(s.min_lr) + ") must not exceed optimizer.lr (" + num(o.lr) + ")");
-  }
-  in_range(s.gamma, "schedule.gamma", 0, true, 1, false);
-
+  section("model", [&] { c.model.validate(); });
+  section("task", [&] { c.task.validate(); });
+  section("optimizer", [&] { c.optimizer.validate(); });
   const auto& r = c.train;
-  positive(r.steps, "train.steps");
-  positive(r.batch_size, "train.batch_size");
-  positive(r.eval_every, "train.eval_every");
-  positive(r.checkpoint_every, "train.checkpoint_every");
-  positive(r.log_every, "train.log_every");
-  if (s.warmup_steps > r.steps) {
-    std::string k = blame({"schedule.warmup_steps", "train.steps"});
-    fail(where(k), k, "schedule.warmup_steps (" + std::to_string(s.warmup_steps) + ") must not exceed train.steps (" +
-                          std::to_string(r.steps) + ")");
-  }
-  in_range(r.target_accuracy, "train.target_accuracy", 0, false, 1, false);
-  in_range(r.label_smoothing, "train.label_smoothing", 0, false, 1, true);
-  check(r.threads >= 0, "train.threads", "expected 0 (all cores) or a positive thread count, found " + std::to_string(r.threads));
+  section("train", [&] {
+    OptionChecker k("TrainConfig");
+    k.positive(r.steps, "steps");
+    k.positive(r.batch_size, "batch_size");
+    k.positive(r.eval_every, "eval_every");
+    k.positive(r.checkpoint_every, "checkpoint_every");
+    k.positive(r.log_every, "log_every");
+    k.in_range(r.target_accuracy, "target_accuracy", 0, false, 1, false);
+    k.in_range(r.label_smoothing, "label_smoothing", 0, false, 1, true);
+    k.require(r.threads >= 0, {"threads"},
+              "expected 0 (all cores) or a positive thread count, found " + std::to_string(r.threads));
+  });
+  // The schedule runs over train.steps from optimizer.lr.
+  section("schedule", [&] {
+    optim::ScheduleOptions s = c.schedule;
+    s.total_steps = std::int64_t(r.steps);
+    s.validate(c.optimizer.lr);
+  }, {{"base_lr", "optimizer.lr"}, {"total_steps", "train.steps"}});
 
   const double need = estimate_bytes(c);
   const std::size_t have = physical_memory_bytes();
@@ -508,19 +526,42 @@ void validate_impl(const Config& c, const Origins& origins) {
     std::string k = "train.batch_size";
     double worst = 0;
     for (std::size_t i = 0; i < table.size(); ++i) {
-      if (table[i].kind != Kind::Unsigned || !origins.count(table[i].path()) || table[i].key == "seed") continue;
-      double v = static_cast<double>(*static_cast<std::size_t*>(table[i].ptr));
-      double d = std::max(1.0, static_cast<double>(*static_cast<std::size_t*>(base[i].ptr)));
+      if (!table[i].size || !origins.count(table[i].path()) || table[i].key == "seed") continue;
+      double v = static_cast<double>(*table[i].size);
+      double d = std::max(1.0, static_cast<double>(*base[i].size));
       if (v / d > worst) worst = v / d, k = table[i].path();
     }
     fail(where(k), k, "a training step would need about " + human_bytes(need) + ", more than this machine's " +
-                          human_bytes(static_cast<double>(have)) + " of memory (V=" + std::to_string(t.vocab) +
-                          ", T=" + num(seq_len(c)) + ", C=" + std::to_string(m.d_model) + ", layers=" +
-                          std::to_string(m.layers) + ", B=" + std::to_string(r.batch_size) + ")");
+                          human_bytes(static_cast<double>(have)) + " of memory (V=" + std::to_string(c.task.vocab) +
+                          ", T=" + std::to_string(c.task.length) + ", C=" + std::to_string(c.model.d_model) +
+                          ", layers=" + std::to_string(c.model.layers) + ", B=" + std::to_string(r.batch_size) + ")");
   }
 
   std::string problem = out_dir_problem(c.run.out);
-  check(problem.empty(), "run.out", problem);
+  if (!problem.empty()) fail(where("run.out"), "run.out", problem);
+}
+
+// The model's parameters (shapes from the model itself, built under MetaGuard) and the
+// activations of one step for the task's own layout.
+double estimate_bytes(const Config& c) {
+  const std::unique_ptr<data::Task> task = data::make_task(c.task);
+  // (A task that does not fit the arch is refused when the model is built; size it as it comes.)
+  const bool s2s = c.model.arch == nn::Arch::EncoderDecoder && task->seq2seq();
+  const double T = double(std::max(task->input_length(), task->target_length()));
+  nn::TransformerOptions o = c.model;
+  o.max_len = std::max<std::size_t>(o.max_len, std::size_t(T));
+  double params = 0;
+  for (auto& [name, shape] : nn::parameter_shapes(o, task->input_vocab(), s2s ? task->target_vocab() : task->num_classes()))
+    params += double(numel(shape));
+  const double C = double(c.model.d_model), H = double(c.model.attn.num_heads), F = double(c.model.ff.hidden);
+  const double L = double(c.model.layers), B = double(c.train.batch_size);
+  const double V = double(s2s ? task->target_vocab() : task->num_classes());
+  // Activations the tape keeps per block: about a dozen B*T*C tensors, scores/probabilities/
+  // dropout mask per head, and the feed-forward hidden twice; doubled for their gradients.
+  const double block_act = 12 * B * T * C + 3 * B * H * T * T + 2 * B * T * F;
+  const double acts = (s2s ? L * (2 * block_act + 3 * B * H * T * T + 4 * B * T * C) : L * block_act) + 3 * B * T * V;
+  // float32: parameter + gradient + two Adam moments; activations and their gradients.
+  return 4.0 * (4 * params + 2 * acts);
 }
 
 // Shortest decimal text that reads back to the same double.
@@ -623,33 +664,39 @@ std::string to_yaml(const Config& config) {
       section = f.section;
       if (!section.empty()) out += section + ":\n";
     }
-    out += (section.empty() ? "" : "  ") + f.key + ": ";
-    switch (f.kind) {
-      case Kind::Unsigned: out += std::to_string(*static_cast<std::size_t*>(f.ptr)); break;
-      case Kind::Int: out += std::to_string(*static_cast<int*>(f.ptr)); break;
-      case Kind::Double: out += exact(*static_cast<double*>(f.ptr)); break;
-      case Kind::Bool: out += *static_cast<bool*>(f.ptr) ? "true" : "false"; break;
-      case Kind::String: out += yaml_quoted(*static_cast<std::string*>(f.ptr)); break;
-    }
-    out += "\n";
+    out += (section.empty() ? "" : "  ") + f.key + ": " + f.print() + "\n";
   }
   return out;
 }
 
 bool operator==(const Config& a, const Config& b) {
   auto fa = fields(const_cast<Config&>(a)), fb = fields(const_cast<Config&>(b));
-  for (std::size_t i = 0; i < fa.size(); ++i) {
-    bool same = true;
-    switch (fa[i].kind) {
-      case Kind::Unsigned: same = *static_cast<std::size_t*>(fa[i].ptr) == *static_cast<std::size_t*>(fb[i].ptr); break;
-      case Kind::Int: same = *static_cast<int*>(fa[i].ptr) == *static_cast<int*>(fb[i].ptr); break;
-      case Kind::Double: same = *static_cast<double*>(fa[i].ptr) == *static_cast<double*>(fb[i].ptr); break;
-      case Kind::Bool: same = *static_cast<bool*>(fa[i].ptr) == *static_cast<bool*>(fb[i].ptr); break;
-      case Kind::String: same = *static_cast<std::string*>(fa[i].ptr) == *static_cast<std::string*>(fb[i].ptr); break;
-    }
-    if (!same) return false;
-  }
+  for (std::size_t i = 0; i < fa.size(); ++i)
+    if (fa[i].print() != fb[i].print()) return false;
   return true;
+}
+
+std::vector<std::string> differences(const Config& a, const Config& b, const std::vector<std::string>& sections,
+                                     const std::string& label_a, const std::string& label_b) {
+  auto fa = fields(const_cast<Config&>(a)), fb = fields(const_cast<Config&>(b));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < fa.size(); ++i) {
+    const std::string sec = fa[i].section.empty() ? fa[i].key : fa[i].section;
+    if (std::find(sections.begin(), sections.end(), sec) == sections.end()) continue;
+    const std::string va = fa[i].print(), vb = fb[i].print();
+    if (va != vb) out.push_back(fa[i].path() + ": " + label_a + " " + va + ", " + label_b + " " + vb);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> reference() {
+  Config c;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& f : fields(c)) {
+    std::string what = f.choices.empty() ? f.print() : join_names(f.choices);
+    out.emplace_back(f.path(), what);
+  }
+  return out;
 }
 
 }  // namespace qkv::config

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/names.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv::data {
@@ -125,23 +126,32 @@ class Recall final : public RowTask {
   std::size_t vocab_, pairs_, queries_;
 };
 
-[[noreturn]] void bad_option(const std::string& what) { throw ValueError("task: option " + what); }
-
 }  // namespace
 
+const std::vector<std::string>& task_names() {
+  static const std::vector<std::string> names = {"copy", "reverse", "sort", "recall", "seq2seq_reverse", "seq2seq_sort"};
+  return names;
+}
+
+void TaskOptions::validate() const {
+  OptionChecker c("TaskOptions");
+  const auto& names = task_names();
+  c.require(std::find(names.begin(), names.end(), name) != names.end(), {"name"},
+            "expected one of " + join_names(names) + ", found '" + name + "'" + did_you_mean(name, names));
+  c.positive(vocab, "vocab");
+  c.require(vocab >= 2, {"vocab"}, "expected at least 2 tokens, found " + std::to_string(vocab));
+  if (name != "recall") c.positive(length, "length");  // recall lays out its own length
+  c.positive(pairs, "pairs");
+  c.positive(eval_size, "eval_size");
+  c.require(name != "recall" || pairs <= vocab, {"pairs", "vocab"},
+            "recall needs distinct keys: {pairs} (" + std::to_string(pairs) + ") must not exceed {vocab} (" +
+                std::to_string(vocab) + ")");
+}
+
 std::unique_ptr<Task> make_task(const TaskOptions& o) {
-  static const char* kNames = "copy, reverse, sort, recall, seq2seq_reverse, seq2seq_sort";
+  o.validate();
   const std::string& n = o.name;
-  if (n != "copy" && n != "reverse" && n != "sort" && n != "recall" && n != "seq2seq_reverse" && n != "seq2seq_sort")
-    bad_option("name must be one of " + std::string(kNames) + "; got '" + n + "'");
-  if (o.vocab < 2) bad_option("vocab must be >= 2, got " + std::to_string(o.vocab));
-  if (n == "recall") {
-    if (o.pairs < 1 || o.pairs > o.vocab)
-      bad_option("pairs must be in [1, vocab = " + std::to_string(o.vocab) + "] (keys are distinct), got " +
-                 std::to_string(o.pairs));
-    return std::make_unique<Recall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
-  }
-  if (o.length < 1) bad_option("length must be >= 1, got " + std::to_string(o.length));
+  if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
   if (n == "copy") return std::make_unique<Labelling>(n, Kind::Copy, o.vocab, o.length);
   if (n == "reverse") return std::make_unique<Labelling>(n, Kind::Reverse, o.vocab, o.length);
   if (n == "sort") return std::make_unique<Labelling>(n, Kind::Sort, o.vocab, o.length);

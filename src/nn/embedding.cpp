@@ -10,8 +10,8 @@ Embedding<T>::Embedding(const EmbeddingOptions& options, Generator& gen) : optio
   if (options.num_embeddings == 0 || options.embedding_dim == 0)
     throw ValueError("Embedding: num_embeddings and embedding_dim must be positive, found " +
                      std::to_string(options.num_embeddings) + " and " + std::to_string(options.embedding_dim));
-  weight = this->register_parameter(
-      "weight", init::normal<T>({options.num_embeddings, options.embedding_dim}, 0.0, options.init_std, gen));
+  const Shape shape{options.num_embeddings, options.embedding_dim};
+  weight = this->register_parameter("weight", shape, [&] { return init::normal<T>(shape, 0.0, options.init_std, gen); });
 }
 
 template <class T>

@@ -4,19 +4,21 @@
 
 namespace qkv::nn {
 
-const char* activation_name(Activation a) { return a == Activation::Gelu ? "gelu" : "relu"; }
+const NameTable<Activation>& activation_names() {
+  static const NameTable<Activation> table{{"gelu", Activation::Gelu}, {"relu", Activation::Relu}};
+  return table;
+}
 
-Activation parse_activation(const std::string& name) {
-  if (name == "gelu") return Activation::Gelu;
-  if (name == "relu") return Activation::Relu;
-  throw ValueError("activation: expected \"gelu\" or \"relu\", found \"" + name + "\"");
+void FeedForwardOptions::validate() const {
+  OptionChecker c("FeedForwardOptions");
+  c.positive(dim, "dim");
+  c.positive(hidden, "hidden");
+  c.in_range(dropout, "dropout", 0, false, 1, true);
 }
 
 template <class T>
 FeedForward<T>::FeedForward(const FeedForwardOptions& options, Generator& gen) : options_(options) {
-  if (options.dim == 0 || options.hidden == 0)
-    throw ValueError("FeedForward: dim and hidden must be positive, found " + std::to_string(options.dim) +
-                     " and " + std::to_string(options.hidden));
+  options.validate();
   fc1 = this->register_module("fc1", std::make_shared<Linear<T>>(options.dim, options.hidden, options.bias, gen));
   fc2 = this->register_module("fc2", std::make_shared<Linear<T>>(options.hidden, options.dim, options.bias, gen));
   drop = this->register_module("drop", std::make_shared<Dropout<T>>(options.dropout));

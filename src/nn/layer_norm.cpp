@@ -9,8 +9,9 @@ LayerNorm<T>::LayerNorm(const LayerNormOptions& options) : options_(options) {
   if (options.dim == 0) throw ValueError("LayerNorm: dim must be positive, found 0");
   if (!(options.eps > 0)) throw ValueError("LayerNorm: eps must be positive, found " + std::to_string(options.eps));
   if (options.elementwise_affine) {
-    weight = this->register_parameter("weight", full<T>({options.dim}, T(1)), ParamRole::Norm);
-    bias = this->register_parameter("bias", zeros<T>({options.dim}), ParamRole::Norm);
+    const Shape shape{options.dim};
+    weight = this->register_parameter("weight", shape, [&] { return full<T>(shape, T(1)); }, ParamRole::Norm);
+    bias = this->register_parameter("bias", shape, [&] { return zeros<T>(shape); }, ParamRole::Norm);
   }
 }
 

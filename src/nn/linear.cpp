@@ -12,11 +12,12 @@ Linear<T>::Linear(const LinearOptions& options, Generator& gen) : options_(optio
   if (options.in_features == 0 || options.out_features == 0)
     throw ValueError("Linear: in_features and out_features must be positive, found " +
                      std::to_string(options.in_features) + " and " + std::to_string(options.out_features));
-  weight = this->register_parameter("weight",
-                                    init::linear_default<T>({options.out_features, options.in_features}, gen));
+  const Shape w_shape{options.out_features, options.in_features}, b_shape{options.out_features};
+  weight = this->register_parameter("weight", w_shape, [&] { return init::linear_default<T>(w_shape, gen); });
   if (options.bias) {
     const double b = 1.0 / std::sqrt(double(options.in_features));
-    bias = this->register_parameter("bias", init::uniform<T>({options.out_features}, -b, b, gen), ParamRole::Bias);
+    bias = this->register_parameter("bias", b_shape, [&] { return init::uniform<T>(b_shape, -b, b, gen); },
+                                    ParamRole::Bias);
   }
 }
 

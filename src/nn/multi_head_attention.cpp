@@ -67,20 +67,28 @@ Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::
 
 }  // namespace
 
+void MultiHeadAttentionOptions::validate() const {
+  OptionChecker c("MultiHeadAttentionOptions");
+  c.positive(embed_dim, "embed_dim");
+  c.positive(num_heads, "num_heads");
+  c.require(head_dim != 0 || embed_dim % num_heads == 0, {"num_heads", "embed_dim"},
+            "{embed_dim} (" + std::to_string(embed_dim) + ") must be divisible by {num_heads} (" +
+                std::to_string(num_heads) + ") when {head_dim} is 0; set head_dim or change heads");
+  c.in_range(dropout, "dropout", 0, false, 1, true);
+  c.require(!scale || *scale > 0, {"scale"},
+            "expected a positive scale (or none, meaning 1/sqrt(head_dim)), found " + number_text(scale.value_or(0)));
+}
+
+const NameTable<AttentionImpl>& attention_impl_names() {
+  static const NameTable<AttentionImpl> table{{"fused", AttentionImpl::Fused}, {"composite", AttentionImpl::Composite}};
+  return table;
+}
+
 template <class T>
 MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& options, Generator& gen)
     : options_(options) {
+  options.validate();
   const std::size_t E = options.embed_dim, H = options.num_heads;
-  if (E == 0 || H == 0)
-    throw ValueError(std::string(kWho) + ": embed_dim and num_heads must be positive, found " + std::to_string(E) +
-                     " and " + std::to_string(H));
-  if (options.head_dim == 0 && E % H != 0)
-    throw ValueError(std::string(kWho) + ": embed_dim " + std::to_string(E) + " is not divisible by num_heads " +
-                     std::to_string(H) + " (set head_dim to decouple the head width from embed_dim)");
-  if (!(options.dropout >= 0.0 && options.dropout < 1.0))
-    throw ValueError(std::string(kWho) + ": dropout must be in [0, 1), found " + std::to_string(options.dropout));
-  if (options.scale && !(*options.scale > 0.0))
-    throw ValueError(std::string(kWho) + ": scale must be positive, found " + std::to_string(*options.scale));
   head_dim_ = options.head_dim ? options.head_dim : E / H;
   if (!options_.kdim) options_.kdim = E;
   if (!options_.vdim) options_.vdim = E;
@@ -92,8 +100,10 @@ MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& optio
   w_o = this->register_module("w_o", std::make_shared<Linear<T>>(HD, E, bias, gen));
   // PyTorch's MultiheadAttention._reset_parameters: Xavier projections, zero biases; out_proj
   // keeps the nn.Linear weight init.
-  for (auto* l : {w_q.get(), w_k.get(), w_v.get()}) l->weight.value() = init::xavier_uniform<T>(l->weight.shape(), 1.0, gen);
-  if (bias)
+  if (!MetaGuard::active()) {
+    for (auto* l : {w_q.get(), w_k.get(), w_v.get()}) l->weight.value() = init::xavier_uniform<T>(l->weight.shape(), 1.0, gen);
+  }
+  if (bias && !MetaGuard::active())
     for (auto* l : {w_q.get(), w_k.get(), w_v.get(), w_o.get()}) l->bias.value() = zeros<T>(l->bias.shape());
   for (auto [name, point] : {std::pair{"hook_q", &hook_q}, {"hook_k", &hook_k}, {"hook_v", &hook_v},
                              {"hook_pattern", &hook_pattern}, {"hook_z", &hook_z}, {"hook_result", &hook_result}})

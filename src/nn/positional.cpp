@@ -33,8 +33,8 @@ template <class T>
 LearnedPositionalEncoding<T>::LearnedPositionalEncoding(const PositionalOptions& options, Generator& gen)
     : options_(options) {
   check_options(options, "LearnedPositionalEncoding");
-  weight = this->register_parameter("weight", init::normal<T>({options.max_len, options.dim}, 0.0,
-                                                              options.init_std, gen));
+  const Shape shape{options.max_len, options.dim};
+  weight = this->register_parameter("weight", shape, [&] { return init::normal<T>(shape, 0.0, options.init_std, gen); });
 }
 
 template <class T>
@@ -48,6 +48,7 @@ template <class T>
 SinusoidalPositionalEncoding<T>::SinusoidalPositionalEncoding(const PositionalOptions& options)
     : options_(options) {
   check_options(options, "SinusoidalPositionalEncoding");
+  if (MetaGuard::active()) return;  // a constant table, not a parameter: nothing to size
   const std::size_t C = options.dim;
   table_ = Array<T>::from_shape({options.max_len, C});
   for (std::size_t t = 0; t < options.max_len; ++t)

@@ -2,33 +2,21 @@
 
 namespace qkv::nn {
 
-const char* positional_name(Positional p) { return p == Positional::Sinusoidal ? "sinusoidal" : "learned"; }
-
-Positional parse_positional(const std::string& name) {
-  if (name == "sinusoidal") return Positional::Sinusoidal;
-  if (name == "learned") return Positional::Learned;
-  throw ValueError("positional: expected \"sinusoidal\" or \"learned\", found \"" + name + "\"");
+const NameTable<Positional>& positional_names() {
+  static const NameTable<Positional> table{{"sinusoidal", Positional::Sinusoidal}, {"learned", Positional::Learned}};
+  return table;
 }
 
-AttentionImpl parse_attention_impl(const std::string& name) {
-  if (name == "fused") return AttentionImpl::Fused;
-  if (name == "composite") return AttentionImpl::Composite;
-  throw ValueError("attention: expected \"fused\" or \"composite\", found \"" + name + "\"");
+const NameTable<Arch>& arch_names() {
+  static const NameTable<Arch> table{{"encoder", Arch::Encoder}, {"encoder_decoder", Arch::EncoderDecoder}};
+  return table;
 }
 
-TransformerLayerOptions layer_options(const TransformerOptions& o) {
-  TransformerLayerOptions l;
-  l.d_model = o.d_model;
-  l.heads = o.heads;
-  l.head_dim = o.head_dim;
-  l.d_ff = o.d_ff;
-  l.dropout = o.dropout;
-  l.attn_dropout = o.attn_dropout;
-  l.activation = o.activation;
-  l.norm_first = o.norm_first;
-  l.impl = o.impl;
-  l.scale = o.scale;
-  return l;
+void TransformerOptions::validate() const {
+  OptionChecker c("TransformerOptions");
+  c.nested("", [&] { TransformerLayerOptions::validate(); });
+  c.positive(layers, "layers");
+  c.positive(max_len, "max_len");
 }
 
 namespace {
@@ -48,7 +36,7 @@ void check_tokens(const IndexArray& ids, const char* who, const char* what) {
 template <class L>
 std::shared_ptr<ModuleList<L>> make_blocks(const TransformerOptions& o, Generator& gen) {
   auto list = std::make_shared<ModuleList<L>>();
-  for (std::size_t i = 0; i < o.layers; ++i) list->push_back(std::make_shared<L>(layer_options(o), gen));
+  for (std::size_t i = 0; i < o.layers; ++i) list->push_back(std::make_shared<L>(o, gen));
   return list;
 }
 
@@ -67,6 +55,7 @@ template <class T>
 EncoderModel<T>::EncoderModel(std::size_t input_vocab, std::size_t num_classes, const TransformerOptions& options,
                               Generator& gen)
     : options_(options) {
+  options.validate();
   tok_emb = this->register_module("tok_emb", std::make_shared<Embedding<T>>(input_vocab, options.d_model, gen));
   pos = this->register_module("pos", make_positional<T>(options, gen));
   emb_drop = this->register_module("emb_drop", std::make_shared<Dropout<T>>(options.dropout));
@@ -119,6 +108,7 @@ template <class T>
 Seq2SeqModel<T>::Seq2SeqModel(std::size_t src_vocab, std::size_t tgt_vocab, const TransformerOptions& options,
                               Generator& gen)
     : options_(options) {
+  options.validate();
   src_emb = this->register_module("src_emb", std::make_shared<Embedding<T>>(src_vocab, options.d_model, gen));
   tgt_emb = this->register_module("tgt_emb", std::make_shared<Embedding<T>>(tgt_vocab, options.d_model, gen));
   src_pos = this->register_module("src_pos", make_positional<T>(options, gen));
@@ -155,6 +145,14 @@ Variable<T> Seq2SeqModel<T>::forward(const IndexArray& src, const IndexArray& tg
   return this->hooked(decode(encode(src, src_key_padding_mask), tgt_in, src_key_padding_mask, tgt_key_padding_mask));
 }
 
+
+std::vector<std::pair<std::string, Shape>> parameter_shapes(const TransformerOptions& options,
+                                                            std::size_t input_vocab, std::size_t output_vocab) {
+  MetaGuard meta;
+  Generator gen(0);
+  if (options.arch == Arch::EncoderDecoder) return Seq2SeqModel<float>(input_vocab, output_vocab, options, gen).named_parameter_shapes();
+  return EncoderModel<float>(input_vocab, output_vocab, options, gen).named_parameter_shapes();
+}
 
 template class EncoderModel<float>;
 template class EncoderModel<double>;

@@ -4,34 +4,37 @@
 
 namespace qkv::nn {
 
-MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o) {
-  MultiHeadAttentionOptions a;
-  a.embed_dim = o.d_model;
-  a.num_heads = o.heads;
-  a.head_dim = o.head_dim;
-  a.dropout = o.attn_dropout;
-  a.impl = o.impl;
-  a.scale = o.scale;
+MultiHeadAttentionOptions TransformerLayerOptions::attention() const {
+  MultiHeadAttentionOptions a = attn;
+  a.embed_dim = d_model;
   return a;
 }
 
-namespace {
-FeedForwardOptions ff_options(const TransformerLayerOptions& o) {
-  FeedForwardOptions f;
-  f.dim = o.d_model;
-  f.hidden = o.d_ff;
-  f.activation = o.activation;
-  f.dropout = o.dropout;
+FeedForwardOptions TransformerLayerOptions::feed_forward() const {
+  FeedForwardOptions f = ff;
+  f.dim = d_model;
+  f.dropout = dropout;
   return f;
 }
+
+void TransformerLayerOptions::validate() const {
+  OptionChecker c("TransformerLayerOptions");
+  c.positive(d_model, "d_model");
+  c.nested("attn.", [&] { attention().validate(); }, {{"embed_dim", "d_model"}});
+  c.nested("ff.", [&] { feed_forward().validate(); }, {{"dim", "d_model"}, {"dropout", "dropout"}});
+  c.require(layer_norm_eps > 0, {"layer_norm_eps"}, "expected a positive number, found " + number_text(layer_norm_eps));
+}
+
+namespace {
 LayerNormOptions norm_options(const TransformerLayerOptions& o) { return LayerNormOptions{o.d_model, o.layer_norm_eps}; }
 }  // namespace
 
 template <class T>
 TransformerEncoderLayer<T>::TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen)
     : options_(options) {
-  attn = this->register_module("attn", std::make_shared<MultiHeadAttention<T>>(attention_options(options), gen));
-  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(ff_options(options), gen));
+  options.validate();
+  attn = this->register_module("attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
+  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(options.feed_forward(), gen));
   norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
   norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
   drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
@@ -55,9 +58,10 @@ Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const std:
 template <class T>
 TransformerDecoderLayer<T>::TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen)
     : options_(options) {
-  self_attn = this->register_module("self_attn", std::make_shared<MultiHeadAttention<T>>(attention_options(options), gen));
-  cross_attn = this->register_module("cross_attn", std::make_shared<MultiHeadAttention<T>>(attention_options(options), gen));
-  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(ff_options(options), gen));
+  options.validate();
+  self_attn = this->register_module("self_attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
+  cross_attn = this->register_module("cross_attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
+  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(options.feed_forward(), gen));
   norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
   norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
   norm3 = this->register_module("norm3", std::make_shared<LayerNorm<T>>(norm_options(options)));

@@ -48,10 +48,10 @@ std::vector<V> with_params(const M& m, std::vector<V> inputs) {
 nn::TransformerLayerOptions layer_opts(bool norm_first, AttentionImpl impl) {
   nn::TransformerLayerOptions o;
   o.d_model = 4;
-  o.heads = 2;
-  o.d_ff = 6;
+  o.attn.num_heads = 2;
+  o.ff.hidden = 6;
   o.norm_first = norm_first;
-  o.impl = impl;
+  o.attn.impl = impl;
   return o;
 }
 
@@ -85,7 +85,7 @@ std::vector<LayerCheckResult> run_layer_gradchecks() {
     o.activation = act;
     nn::FeedForward<double> m(o, gen);
     V x = input({B, T, C}, 5);
-    out.push_back(check(std::string("FeedForward (") + nn::activation_name(act) + ")", [&] { return m.forward(x); },
+    out.push_back(check(std::string("FeedForward (") + nn::activation_names().name(act) + ")", [&] { return m.forward(x); },
                         with_params(m, {x})));
   }
   for (auto impl : {AttentionImpl::Fused, AttentionImpl::Composite}) {
@@ -137,9 +137,9 @@ std::vector<LayerCheckResult> run_layer_gradchecks() {
   {
     nn::TransformerOptions o;
     o.d_model = C;
-    o.heads = 2;
+    o.attn.num_heads = 2;
     o.layers = 2;
-    o.d_ff = 6;
+    o.ff.hidden = 6;
     o.max_len = 8;
     nn::EncoderModel<double> m(5, 3, o, gen);
     IndexArray t = ids({B, T}, 5, 17);

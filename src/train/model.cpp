@@ -5,23 +5,6 @@
 
 namespace qkv::train {
 
-nn::TransformerOptions transformer_options(const config::ModelConfig& m) {
-  nn::TransformerOptions o;
-  o.d_model = m.d_model;
-  o.heads = m.heads;
-  o.head_dim = m.head_dim;
-  o.layers = m.layers;
-  o.d_ff = m.d_ff;
-  o.dropout = m.dropout;
-  o.attn_dropout = m.attn_dropout;
-  o.activation = nn::parse_activation(m.activation);
-  o.norm_first = m.norm_first;
-  o.positional = nn::parse_positional(m.positional);
-  o.impl = nn::parse_attention_impl(m.attention);
-  if (m.scale > 0) o.scale = m.scale;
-  return o;
-}
-
 IndexArray argmax_last(const Array<float>& logits) {
   const std::size_t V = logits.shape().back(), rows = logits.size() / V;
   Shape s(logits.shape().begin(), logits.shape().end() - 1);
@@ -39,8 +22,8 @@ namespace {
 class EncoderTaskModel : public TaskModel {
  public:
   EncoderTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) {
-    auto o = transformer_options(cfg.model);
-    o.max_len = std::max<std::size_t>(o.max_len, task.examples(0, 0, 1).inputs.shape()[1]);
+    nn::TransformerOptions o = cfg.model;
+    o.max_len = std::max(o.max_len, task.input_length());
     model_ = std::make_unique<nn::EncoderModel<float>>(task.input_vocab(), task.num_classes(), o, gen);
   }
   nn::Module<float>& module() override { return *model_; }
@@ -54,9 +37,8 @@ class EncoderTaskModel : public TaskModel {
 class Seq2SeqTaskModel : public TaskModel {
  public:
   Seq2SeqTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) : bos_(task.bos()) {
-    auto o = transformer_options(cfg.model);
-    auto b = task.examples(0, 0, 1);
-    o.max_len = std::max({o.max_len, b.inputs.shape()[1], b.targets.shape()[1]});
+    nn::TransformerOptions o = cfg.model;
+    o.max_len = std::max({o.max_len, task.input_length(), task.target_length()});
     model_ = std::make_unique<nn::Seq2SeqModel<float>>(task.input_vocab(), task.target_vocab(), o, gen);
   }
   nn::Module<float>& module() override { return *model_; }
@@ -101,13 +83,14 @@ class Seq2SeqTaskModel : public TaskModel {
 }  // namespace
 
 std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Task& task, Generator& gen) {
+  const std::string arch = nn::arch_names().name(cfg.model.arch);
   if (task.seq2seq()) {
-    if (cfg.model.arch != "encoder_decoder")
-      throw ValueError("model.arch: task '" + task.name() + "' is sequence-to-sequence and needs arch encoder_decoder, found '" + cfg.model.arch + "'");
+    if (cfg.model.arch != nn::Arch::EncoderDecoder)
+      throw ValueError("model.arch: task '" + task.name() + "' is sequence-to-sequence and needs arch encoder_decoder, found '" + arch + "'");
     return std::make_unique<Seq2SeqTaskModel>(cfg, task, gen);
   }
-  if (cfg.model.arch != "encoder")
-    throw ValueError("model.arch: task '" + task.name() + "' labels positions and needs arch encoder, found '" + cfg.model.arch + "'");
+  if (cfg.model.arch != nn::Arch::Encoder)
+    throw ValueError("model.arch: task '" + task.name() + "' labels positions and needs arch encoder, found '" + arch + "'");
   return std::make_unique<EncoderTaskModel>(cfg, task, gen);
 }
 

@@ -130,13 +130,7 @@ class Trainer {
     else if (comm.local_size() > 1)  // "all cores" is shared by the ranks on this machine
       set_num_threads(std::max(1, num_threads() / comm.local_size()));
 
-    data::TaskOptions t;
-    t.name = cfg.task.name;
-    t.vocab = cfg.task.vocab;
-    t.length = cfg.task.length;
-    t.pairs = cfg.task.pairs;
-    t.queries = cfg.task.queries;
-    task_ = data::make_task(t);
+    task_ = data::make_task(cfg.task);
     data_ = std::make_unique<data::Dataset>(task_, cfg.seed, cfg.task.eval_size, cfg.task.train_size);
     has_probe_ = cfg.task.train_size > 0;
     if (has_probe_)
@@ -148,8 +142,10 @@ class Trainer {
     default_generator().set_shard(std::uint64_t(comm.rank()), std::uint64_t(comm.size()));
     params_ = model_->module().parameters();
     debug_perturb();
-    make_optimizer();
-    schedule_ = std::make_unique<optim::LrSchedule>(cfg.optimizer.lr, schedule_options());
+    optimizer_ = optim::make_optimizer(model_->module(), cfg.optimizer);
+    optim::ScheduleOptions schedule = cfg.schedule;
+    schedule.total_steps = std::int64_t(cfg.train.steps);
+    schedule_ = std::make_unique<optim::LrSchedule>(cfg.optimizer.lr, schedule);
 
     if (cfg.train.batch_size % std::size_t(comm.size()) != 0)
       throw ValueError("train.batch_size: " + std::to_string(cfg.train.batch_size) +
@@ -273,52 +269,6 @@ class Trainer {
   }
 
  private:
-  void make_optimizer() {
-    const auto& o = cfg_.optimizer;
-    std::vector<optim::ParamGroup<float>> groups;
-    if (o.decay_bias_and_norm) {
-      groups.push_back({model_->module().named_parameters(), o.lr, o.weight_decay});
-    } else {
-      groups = optim::param_groups_decay_weights_only(model_->module(), o.lr, o.weight_decay);
-    }
-    if (o.name == "sgd") {
-      optim::SGDOptions s;
-      s.lr = o.lr;
-      s.momentum = o.momentum;
-      s.dampening = o.dampening;
-      s.weight_decay = o.weight_decay;
-      s.nesterov = o.nesterov;
-      optimizer_ = std::make_unique<optim::SGD<float>>(groups, s);
-    } else if (o.name == "adam") {
-      optimizer_ = std::make_unique<optim::Adam<float>>(groups, adam_options<optim::AdamOptions>(o));
-    } else {
-      optimizer_ = std::make_unique<optim::AdamW<float>>(groups, adam_options<optim::AdamWOptions>(o));
-    }
-  }
-
-  // Adam and AdamW take the same options (their update rules differ in where decay applies).
-  template <class Options>
-  static Options adam_options(const config::OptimizerConfig& o) {
-    Options a;
-    a.lr = o.lr;
-    a.beta1 = o.beta1;
-    a.beta2 = o.beta2;
-    a.eps = o.eps;
-    a.weight_decay = o.weight_decay;
-    return a;
-  }
-
-  optim::ScheduleOptions schedule_options() const {
-    optim::ScheduleOptions s;
-    s.name = cfg_.schedule.name;
-    s.warmup_steps = std::int64_t(cfg_.schedule.warmup_steps);
-    s.total_steps = std::int64_t(cfg_.train.steps);
-    s.step_size = std::int64_t(cfg_.schedule.step_size);
-    s.min_lr = cfg_.schedule.min_lr;
-    s.gamma = cfg_.schedule.gamma;
-    return s;
-  }
-
   // Sum the gradients of every rank in a few large allreduce calls, then divide by the rank count.
   void average_gradients() {
     constexpr std::size_t kBucket = std::size_t(1) << 22;  // floats per allreduce call
@@ -481,17 +431,9 @@ class Trainer {
     now.run = stored.run;
     now.source = stored.source;
     if (now == stored) return;
-    std::istringstream a(config::to_yaml(stored)), b(config::to_yaml(now));
-    std::string la, lb, section, differences;
-    while (std::getline(a, la) && std::getline(b, lb)) {
-      if (!la.empty() && la[0] != ' ') section = la.substr(0, la.find(':'));
-      if (la == lb) continue;
-      auto key = la.substr(0, la.find(':'));
-      key.erase(0, key.find_first_not_of(' '));
-      auto value = [](const std::string& line) { return line.substr(line.find(':') + 1); };
-      differences += "\n  " + (la[0] == ' ' ? section + "." : "") + key + ": checkpoint" + value(la) + ", config" + value(lb);
-    }
-    throw ValueError("--resume " + file + ": the checkpoint was trained with another model, task or seed:" + differences);
+    std::string listed;
+    for (auto& d : config::differences(stored, now, {"seed", "model", "task"}, "checkpoint", "config")) listed += "\n  " + d;
+    throw ValueError("--resume " + file + ": the checkpoint was trained with another model, task or seed:" + listed);
   }
 
   RunResult diverged(RunResult& r, const std::string& what, double loss, std::chrono::steady_clock::time_point t0) {

@@ -47,13 +47,13 @@ std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int thre
   data::Dataset data(std::shared_ptr<data::Task>(data::make_task(t)), 7, 0);
   nn::TransformerOptions o;
   o.d_model = 32;
-  o.heads = 4;
+  o.attn.num_heads = 4;
   o.layers = 2;
-  o.d_ff = 64;
+  o.ff.hidden = 64;
   o.dropout = dropout;
-  o.attn_dropout = dropout;
+  o.attn.dropout = dropout;
   o.max_len = t.length;
-  o.impl = impl;
+  o.attn.impl = impl;
   Generator init(3);
   nn::EncoderModel<float> model(t.vocab, t.vocab, o, init);
   model.train();

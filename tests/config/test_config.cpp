@@ -34,15 +34,15 @@ TEST_CASE("config: defaults when every section is missing") {
   Config d;
   CHECK(c == d);
   CHECK(c.seed == 1);
-  CHECK(c.model.arch == "encoder");
+  CHECK(c.model.arch == nn::Arch::Encoder);
   CHECK(c.model.d_model == 64);
-  CHECK(c.model.heads == 4);
-  CHECK(c.model.head_dim == 0);
+  CHECK(c.model.attn.num_heads == 4);
+  CHECK(c.model.attn.head_dim == 0);
   CHECK(c.model.norm_first);
   CHECK(c.task.name == "sort");
-  CHECK(c.optimizer.name == "adamw");
+  CHECK(c.optimizer.name == optim::OptimizerKind::AdamW);
   CHECK(c.optimizer.lr == 1e-3);
-  CHECK(c.schedule.name == "cosine");
+  CHECK(c.schedule.name == optim::Schedule::Cosine);
   CHECK(c.train.steps == 2000);
   CHECK(c.train.diagnostics);
   CHECK(c.run.out == "runs/default");
@@ -108,19 +108,19 @@ run:
 )";
   Config c = parse_config(text, "full.yaml");
   CHECK(c.seed == 12345678901234ull);
-  CHECK(c.model.arch == "encoder_decoder");
+  CHECK(c.model.arch == nn::Arch::EncoderDecoder);
   CHECK(c.model.d_model == 96);
-  CHECK(c.model.heads == 3);
-  CHECK(c.model.head_dim == 16);
+  CHECK(c.model.attn.num_heads == 3);
+  CHECK(c.model.attn.head_dim == 16);
   CHECK(c.model.layers == 3);
-  CHECK(c.model.d_ff == 192);
+  CHECK(c.model.ff.hidden == 192);
   CHECK(c.model.dropout == 0.1);
-  CHECK(c.model.attn_dropout == 0.05);
-  CHECK(c.model.activation == "relu");
+  CHECK(c.model.attn.dropout == 0.05);
+  CHECK(c.model.ff.activation == nn::Activation::Relu);
   CHECK(!c.model.norm_first);
-  CHECK(c.model.positional == "learned");
-  CHECK(c.model.attention == "composite");
-  CHECK(c.model.scale == 1.0);
+  CHECK(c.model.positional == nn::Positional::Learned);
+  CHECK(c.model.attn.impl == AttentionImpl::Composite);
+  CHECK(c.model.attn.scale == 1.0);
   CHECK(c.task.name == "recall");
   CHECK(c.task.vocab == 40);
   CHECK(c.task.length == 24);
@@ -128,7 +128,7 @@ run:
   CHECK(c.task.queries == 2);
   CHECK(c.task.eval_size == 128);
   CHECK(c.task.train_size == 10000);
-  CHECK(c.optimizer.name == "sgd");
+  CHECK(c.optimizer.name == optim::OptimizerKind::SGD);
   CHECK(c.optimizer.lr == 0.05);
   CHECK(c.optimizer.weight_decay == 0.0);
   CHECK(c.optimizer.beta1 == 0.8);
@@ -139,7 +139,7 @@ run:
   CHECK(c.optimizer.nesterov);
   CHECK(c.optimizer.decay_bias_and_norm);
   CHECK(c.optimizer.clip_grad_norm == 0.0);
-  CHECK(c.schedule.name == "step");
+  CHECK(c.schedule.name == optim::Schedule::Step);
   CHECK(c.schedule.warmup_steps == 0);
   CHECK(c.schedule.step_size == 300);
   CHECK(c.schedule.min_lr == 1e-5);
@@ -286,10 +286,10 @@ TEST_CASE("config: --set overrides are parsed and validated like the file") {
   Config c = parse_config("model:\n  heads: 4\n", "f.yaml",
                           {"model.heads=8", "optimizer.lr=0.5", "seed=99", "model.activation=relu",
                            "train.diagnostics=false", "run.out=runs/x"});
-  CHECK(c.model.heads == 8);
+  CHECK(c.model.attn.num_heads == 8);
   CHECK(c.optimizer.lr == 0.5);
   CHECK(c.seed == 99);
-  CHECK(c.model.activation == "relu");
+  CHECK(c.model.ff.activation == nn::Activation::Relu);
   CHECK(!c.train.diagnostics);
   CHECK(c.run.out == "runs/x");
   Config d = apply_overrides(Config{}, {"task.vocab=20"});
@@ -338,9 +338,9 @@ TEST_CASE("config: load_config reads a file and reports a missing one") {
 TEST_CASE("config: validate catches values set in code, and the memory estimate scales") {
   Config c;
   c.model.d_model = 30;
-  c.model.heads = 4;
+  c.model.attn.num_heads = 4;
   CHECK_THROWS_WITH_AS(validate(c), doctest::Contains("model.heads: model.d_model (30) must be divisible"), ConfigError);
-  c.model.head_dim = 8;  // explicit head_dim lifts the divisibility rule
+  c.model.attn.head_dim = 8;  // explicit head_dim lifts the divisibility rule
   CHECK_NOTHROW(validate(c));
 
   Config small, big;
@@ -353,4 +353,35 @@ TEST_CASE("config: validate catches values set in code, and the memory estimate 
   Config huge;
   huge.task.vocab = std::size_t(1) << 62;
   CHECK(estimate_memory_bytes(huge) > physical_memory_bytes());
+}
+
+TEST_CASE("config: docs/config.md has a row for every key and names every choice of the name tables") {
+  std::ifstream in(std::string(QKV_SOURCE_DIR) + "/docs/config.md");
+  REQUIRE(in.good());
+  const std::string doc((std::istreambuf_iterator<char>(in)), {});
+  const auto ref = reference();
+  REQUIRE(ref.size() > 40);
+  std::string section;
+  for (auto& [path, what] : ref) {
+    CAPTURE(path);
+    const auto dot = path.find('.');
+    const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
+    const std::string sec = dot == std::string::npos ? "Top level" : path.substr(0, dot);
+    const auto at = doc.find("## " + sec);
+    REQUIRE(at != std::string::npos);
+    const auto end = doc.find("\n## ", at + 3);
+    const std::string part = doc.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    CHECK(part.find("| `" + key + "` |") != std::string::npos);
+    // Choice keys: every choice of the table appears in backticks in that section.
+    if (what.find(", ") != std::string::npos && what.find('"') == std::string::npos) {
+      std::size_t from = 0;
+      while (from <= what.size()) {
+        const std::size_t comma = what.find(", ", from);
+        const std::string choice = what.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+        CHECK_MESSAGE(part.find("`" + choice + "`") != std::string::npos, "choice not documented: ", choice);
+        if (comma == std::string::npos) break;
+        from = comma + 2;
+      }
+    }
+  }
 }

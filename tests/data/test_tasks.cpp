@@ -155,13 +155,14 @@ TEST_CASE("tasks: a large batch is the same with 1 and 2 threads") {
   CHECK(same_batch(one, two));
 }
 
-TEST_CASE("make_task: bad options throw ValueError naming the option") {
-  CHECK_THROWS_WITH_AS(task("sorting"), doctest::Contains("option name"), ValueError);
-  CHECK_THROWS_WITH_AS(task("sort", 1), doctest::Contains("option vocab must be >= 2, got 1"), ValueError);
-  CHECK_THROWS_WITH_AS(task("copy", 10, 0), doctest::Contains("option length"), ValueError);
-  CHECK_THROWS_WITH_AS(task("seq2seq_sort", 10, 0), doctest::Contains("option length"), ValueError);
-  CHECK_THROWS_WITH_AS(task("recall", 4, 12, 5), doctest::Contains("option pairs"), ValueError);
-  CHECK_THROWS_WITH_AS(task("recall", 4, 12, 0), doctest::Contains("option pairs"), ValueError);
+TEST_CASE("make_task: bad options throw OptionError naming the option") {
+  CHECK_THROWS_WITH_AS(task("sorting"), doctest::Contains("TaskOptions: name: expected one of copy, reverse, sort"), OptionError);
+  CHECK_THROWS_WITH_AS(task("sortt"), doctest::Contains("did you mean 'sort'?"), OptionError);
+  CHECK_THROWS_WITH_AS(task("sort", 1), doctest::Contains("vocab: expected at least 2 tokens, found 1"), OptionError);
+  CHECK_THROWS_WITH_AS(task("copy", 10, 0), doctest::Contains("length: expected a positive integer"), OptionError);
+  CHECK_THROWS_WITH_AS(task("seq2seq_sort", 10, 0), doctest::Contains("length:"), OptionError);
+  CHECK_THROWS_WITH_AS(task("recall", 4, 12, 5), doctest::Contains("pairs: recall needs distinct keys: pairs (5) must not exceed vocab (4)"), OptionError);
+  CHECK_THROWS_WITH_AS(task("recall", 4, 12, 0), doctest::Contains("pairs: expected a positive integer"), OptionError);
   CHECK_NOTHROW(task("recall", 4, 0, 4));  // length is ignored by recall
 }
 

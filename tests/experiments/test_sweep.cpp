@@ -91,8 +91,8 @@ TEST_CASE("sweep: the plan is every grid combination times every seed, last key 
   CHECK(plan.out == "sweeps/s");
   // Every run's overrides give the config it claims to be.
   auto cfg = config::load_config(plan.base, plan.runs[6].overrides);
-  CHECK(cfg.model.heads == 2);
-  CHECK(cfg.model.scale == 1.0);
+  CHECK(cfg.model.attn.num_heads == 2);
+  CHECK(cfg.model.attn.scale == 1.0);
   CHECK(cfg.seed == 4);
   CHECK(cfg.train.steps == 700);
   CHECK(cfg.train.batch_size == 8);

@@ -19,10 +19,10 @@ namespace {
 TransformerOptions tiny(AttentionImpl impl = AttentionImpl::Fused) {
   TransformerOptions o;
   o.d_model = 8;
-  o.heads = 2;
+  o.attn.num_heads = 2;
   o.layers = 2;
-  o.d_ff = 16;
-  o.impl = impl;
+  o.ff.hidden = 16;
+  o.attn.impl = impl;
   return o;
 }
 

@@ -199,7 +199,7 @@ TEST_CASE("Dropout: gradcheck in training with a reseeded generator") {
 
 TEST_CASE("FeedForward: fc2(act(fc1 x)) for GELU and ReLU, parameter names, gradcheck") {
   for (Activation act : {Activation::Gelu, Activation::Relu}) {
-    CAPTURE(activation_name(act));
+    CAPTURE(activation_names().name(act));
     Generator gen(3);
     FeedForward<double> ff(FeedForwardOptions{3, 5, act}, gen);
     CHECK(test::param_names(ff) == std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"});
@@ -223,8 +223,11 @@ TEST_CASE("FeedForward: fc2(act(fc1 x)) for GELU and ReLU, parameter names, grad
     Variable<double> xv = leaf({2, 2, 3}, 5);
     test::check_module_grad([&] { return ff.forward(xv); }, ff, {xv});
   }
-  CHECK(parse_activation("relu") == Activation::Relu);
-  CHECK_THROWS_WITH_AS(parse_activation("tanh"), doctest::Contains("\"gelu\" or \"relu\""), ValueError);
+  CHECK(activation_names().parse("relu", "activation") == Activation::Relu);
+  CHECK_THROWS_WITH_AS(activation_names().parse("tanh", "activation"), doctest::Contains("activation: expected one of gelu, relu, found 'tanh'"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(FeedForward<double>(FeedForwardOptions{3, 0, Activation::Gelu}),
+                       doctest::Contains("FeedForwardOptions: hidden: expected a positive integer, found 0"), OptionError);
 }
 
 TEST_CASE("FeedForward: dropout only in training, reproducible for a seed, gradcheck with dropout") {

@@ -133,8 +133,9 @@ TEST_CASE("MultiHeadAttention: a head count that does not divide embed_dim is a 
   MultiHeadAttentionOptions o;
   o.embed_dim = 10;
   o.num_heads = 4;
-  CHECK_THROWS_WITH_AS(MultiHeadAttention<float>{o}, doctest::Contains("embed_dim 10 is not divisible by num_heads 4"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(MultiHeadAttention<float>{o},
+                       doctest::Contains("MultiHeadAttentionOptions: num_heads: embed_dim (10) must be divisible by num_heads (4)"),
+                       OptionError);
   o.head_dim = 2;
   CHECK_NOTHROW(MultiHeadAttention<float>{o});
 }

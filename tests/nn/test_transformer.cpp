@@ -16,19 +16,19 @@ namespace {
 TransformerLayerOptions tiny_layer(bool norm_first, AttentionImpl impl = AttentionImpl::Fused) {
   TransformerLayerOptions o;
   o.d_model = 4;
-  o.heads = 2;
-  o.d_ff = 6;
+  o.attn.num_heads = 2;
+  o.ff.hidden = 6;
   o.norm_first = norm_first;
-  o.impl = impl;
+  o.attn.impl = impl;
   return o;
 }
 
 TransformerOptions tiny_model(bool norm_first, Positional pos = Positional::Sinusoidal) {
   TransformerOptions o;
   o.d_model = 4;
-  o.heads = 2;
+  o.attn.num_heads = 2;
   o.layers = 2;
-  o.d_ff = 6;
+  o.ff.hidden = 6;
   o.norm_first = norm_first;
   o.positional = pos;
   o.max_len = 8;
@@ -186,11 +186,13 @@ TEST_CASE("EncoderModel: errors for bad token shapes, ids and lengths") {
   CHECK_THROWS_AS(m.forward(test::ids({{1, 5}})), ValueError);
   CHECK_THROWS_AS(m.forward(IndexArray(xt::zeros<Index>({1, 9}))), ShapeError);  // max_len 8
   TransformerOptions o = tiny_model(true);
-  o.heads = 3;
-  CHECK_THROWS_WITH_AS(EncoderModel<float>(5, 2, o), doctest::Contains("not divisible"), ValueError);
-  CHECK(parse_attention_impl("composite") == AttentionImpl::Composite);
-  CHECK_THROWS_WITH_AS(parse_attention_impl("flash"), doctest::Contains("\"fused\" or \"composite\""), ValueError);
-  CHECK_THROWS_WITH_AS(parse_positional("rope"), doctest::Contains("\"sinusoidal\" or \"learned\""), ValueError);
+  o.attn.num_heads = 3;
+  CHECK_THROWS_WITH_AS(EncoderModel<float>(5, 2, o),
+                       doctest::Contains("TransformerOptions: attn.num_heads: d_model (4) must be divisible by attn.num_heads (3)"),
+                       OptionError);
+  CHECK(attention_impl_names().parse("composite", "impl") == AttentionImpl::Composite);
+  CHECK_THROWS_WITH_AS(attention_impl_names().parse("flash", "impl"), doctest::Contains("impl: expected one of fused, composite, found 'flash'"), ValueError);
+  CHECK_THROWS_WITH_AS(positional_names().parse("learnt", "positional"), doctest::Contains("did you mean 'learned'?"), ValueError);
 }
 
 // ---- Seq2SeqModel ----
@@ -251,7 +253,7 @@ TEST_CASE("Seq2SeqModel: gradcheck pre-LN and post-LN with source padding") {
 TEST_CASE("models: train/eval reaches every submodule, dropout only in training and reproducible per seed") {
   TransformerOptions o = tiny_model(true);
   o.dropout = 0.3;
-  o.attn_dropout = 0.3;
+  o.attn.dropout = 0.3;
   Generator gen(9);
   Seq2SeqModel<double> m(6, 5, o, gen);
   IndexArray src = test::ids({{1, 2, 3}}), tgt = test::ids({{0, 1, 2}});
@@ -275,7 +277,7 @@ TEST_CASE("models: train/eval reaches every submodule, dropout only in training 
   TransformerOptions small = tiny_model(true);
   small.layers = 1;
   small.dropout = 0.2;
-  small.attn_dropout = 0.2;
+  small.attn.dropout = 0.2;
   EncoderModel<double> enc(4, 2, small, gen);
   IndexArray tokens = test::ids({{1, 2, 3}});
   test::check_module_grad([&] { manual_seed(5); return weighted_sum(enc.forward(tokens)); }, enc);
@@ -322,7 +324,7 @@ TEST_CASE("models: load_state_dict rejects missing, unexpected and misshapen ent
 
   // A state from a differently shaped model does not fit.
   TransformerOptions wider = tiny_model(true);
-  wider.d_ff = 8;
+  wider.ff.hidden = 8;
   EncoderModel<float> other(6, 3, wider);
   CHECK_THROWS_WITH_AS(m.load_state_dict(other.state_dict()), doctest::Contains("blocks.0.ff.fc1.weight"), ValueError);
 }
@@ -331,10 +333,10 @@ TEST_CASE("models: 1 and 2 threads give identical logits and gradients") {
   test::check_same_on_1_and_2_threads([] {
     TransformerOptions o;
     o.d_model = 32;
-    o.heads = 4;
-    o.d_ff = 64;
+    o.attn.num_heads = 4;
+    o.ff.hidden = 64;
     o.dropout = 0.1;
-    o.attn_dropout = 0.1;
+    o.attn.dropout = 0.1;
     o.max_len = 32;
     Generator gen(13);
     Seq2SeqModel<float> m(11, 9, o, gen);

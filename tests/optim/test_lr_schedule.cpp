@@ -11,7 +11,7 @@ using optim::ScheduleOptions;
 
 TEST_CASE("LrSchedule: cosine with warmup at its key steps") {
   ScheduleOptions o;
-  o.name = "cosine";
+  o.name = optim::Schedule::Cosine;
   o.warmup_steps = 10;
   o.total_steps = 110;
   o.min_lr = 0.1;
@@ -29,7 +29,8 @@ TEST_CASE("LrSchedule: cosine with warmup at its key steps") {
 
 TEST_CASE("LrSchedule: cosine without warmup starts at the base") {
   ScheduleOptions o;
-  o.name = "cosine";
+  o.name = optim::Schedule::Cosine;
+  o.warmup_steps = 0;
   o.total_steps = 100;
   LrSchedule s(2e-3, o);
   CHECK(s.lr_at(0) == doctest::Approx(2e-3));
@@ -38,14 +39,17 @@ TEST_CASE("LrSchedule: cosine without warmup starts at the base") {
 }
 
 TEST_CASE("LrSchedule: constant and step, with and without warmup") {
-  CHECK(LrSchedule(0.3, {}).lr_at(0) == 0.3);
-  CHECK(LrSchedule(0.3, {}).lr_at(123456) == 0.3);
-  ScheduleOptions warm;
+  ScheduleOptions constant;
+  constant.name = optim::Schedule::Constant;
+  constant.warmup_steps = 0;
+  CHECK(LrSchedule(0.3, constant).lr_at(0) == 0.3);
+  CHECK(LrSchedule(0.3, constant).lr_at(123456) == 0.3);
+  ScheduleOptions warm = constant;
   warm.warmup_steps = 4;
   CHECK(LrSchedule(0.3, warm).lr_at(1) == doctest::Approx(0.075));
   CHECK(LrSchedule(0.3, warm).lr_at(4) == doctest::Approx(0.3));
-  ScheduleOptions o;
-  o.name = "step";
+  ScheduleOptions o = constant;
+  o.name = optim::Schedule::Step;
   o.step_size = 10;
   o.gamma = 0.5;
   LrSchedule s(1.0, o);
@@ -56,20 +60,22 @@ TEST_CASE("LrSchedule: constant and step, with and without warmup") {
   CHECK(s.lr_at(100) == doctest::Approx(std::pow(0.5, 10)));
 }
 
-TEST_CASE("LrSchedule: bad options throw ValueError naming the option") {
+TEST_CASE("LrSchedule: bad options throw OptionError naming the option") {
   auto make = [](const std::string& name, auto edit) {
     ScheduleOptions o;
-    o.name = name;
+    o.name = optim::schedule_names().parse(name, "name");
     edit(o);
     return LrSchedule(1.0, o);
   };
   auto none = [](ScheduleOptions&) {};
-  CHECK_THROWS_WITH_AS(make("linear", none), doctest::Contains("name"), ValueError);
+  CHECK_THROWS_WITH_AS(make("linear", none), doctest::Contains("name: expected one of constant, cosine, step, found 'linear'"), ValueError);
   CHECK_THROWS_WITH_AS(make("cosine", [](ScheduleOptions& o) { o.warmup_steps = -1; }), doctest::Contains("warmup_steps"), ValueError);
   CHECK_THROWS_WITH_AS(make("cosine", [](ScheduleOptions& o) { o.warmup_steps = 20, o.total_steps = 10; }),
                        doctest::Contains("total_steps"), ValueError);
   CHECK_THROWS_WITH_AS(make("cosine", [](ScheduleOptions& o) { o.min_lr = 2.0; }), doctest::Contains("min_lr"), ValueError);
   CHECK_THROWS_WITH_AS(make("step", [](ScheduleOptions& o) { o.step_size = 0; }), doctest::Contains("step_size"), ValueError);
   CHECK_THROWS_WITH_AS(make("step", [](ScheduleOptions& o) { o.gamma = 0; }), doctest::Contains("gamma"), ValueError);
+  CHECK_THROWS_WITH_AS(make("cosine", [](ScheduleOptions& o) { o.min_lr = 2.0; }),
+                       doctest::Contains("ScheduleOptions: min_lr: min_lr (2) must not exceed base_lr (1)"), OptionError);
   CHECK_THROWS_WITH_AS(LrSchedule(1.0, {}).lr_at(-1), doctest::Contains("step"), ValueError);
 }

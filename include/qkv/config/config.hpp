@@ -12,61 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "qkv/data/tasks.hpp"
+#include "qkv/nn/transformer.hpp"
+#include "qkv/optim/lr_schedule.hpp"
+#include "qkv/optim/optimizer.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::config {
 
-/// The network.
-struct ModelConfig {
-  std::string arch = "encoder";  ///< encoder | encoder_decoder
-  std::size_t d_model = 64;      ///< C
-  std::size_t heads = 4;         ///< H
-  std::size_t head_dim = 0;      ///< D; 0: d_model / heads
-  std::size_t layers = 2;
-  std::size_t d_ff = 256;  ///< feed-forward hidden width
-  double dropout = 0.0;
-  double attn_dropout = 0.0;
-  std::string activation = "gelu";  ///< gelu | relu
-  bool norm_first = true;           ///< pre-norm (true) or post-norm blocks
-  std::string positional = "sinusoidal";  ///< sinusoidal | learned
-  std::string attention = "fused";        ///< fused | composite
-  double scale = 0.0;  ///< score scale; 0: 1/sqrt(D); otherwise this value (1 = no scaling)
-};
-
-/// The synthetic task.
-struct TaskConfig {
-  std::string name = "sort";  ///< copy | reverse | sort | recall | seq2seq_reverse | seq2seq_sort
-  std::size_t vocab = 16;     ///< V
-  std::size_t length = 32;    ///< sequence length
-  std::size_t pairs = 8;      ///< recall: key-value pairs per sequence
-  std::size_t queries = 0;    ///< recall: queries per sequence (0: task default)
-  std::size_t eval_size = 512;  ///< held-out examples
-  std::size_t train_size = 0;   ///< 0: a fresh sample every step
-};
-
-struct OptimizerConfig {
-  std::string name = "adamw";  ///< sgd | adam | adamw
-  double lr = 1e-3;
-  double weight_decay = 0.01;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double momentum = 0.0;   ///< sgd
-  double dampening = 0.0;  ///< sgd
-  bool nesterov = false;   ///< sgd
-  bool decay_bias_and_norm = false;  ///< apply weight decay to biases and norm gains too
-  double clip_grad_norm = 1.0;       ///< 0: off
-};
-
-/// Learning-rate schedule (after linear warmup).
-struct ScheduleConfig {
-  std::string name = "cosine";  ///< constant | cosine | step
-  std::size_t warmup_steps = 100;
-  std::size_t step_size = 1000;  ///< step: multiply by gamma every step_size steps
-  double min_lr = 0.0;           ///< cosine: final learning rate
-  double gamma = 0.5;            ///< step: decay factor
-};
-
+/// The `train` section: how the loop runs (the trainer's own settings).
 struct TrainConfig {
   std::size_t steps = 2000;
   std::size_t batch_size = 64;  ///< B
@@ -79,16 +33,22 @@ struct TrainConfig {
   bool diagnostics = true;
 };
 
+/// The `run` section.
 struct RunConfig {
   std::string out = "runs/default";  ///< output directory (created by the trainer, not here)
 };
 
+/// A run's whole configuration. Each section *is* the options struct of the layer it configures
+/// (the YAML keys map onto its fields one to one; docs/config.md lists them): model ->
+/// nn::TransformerOptions (nested: model.heads is model.attn.num_heads, model.d_ff is
+/// model.ff.hidden, ...), task -> data::TaskOptions, optimizer -> optim::OptimizerOptions,
+/// schedule -> optim::ScheduleOptions (its total_steps is train.steps).
 struct Config {
   std::uint64_t seed = 1;
-  ModelConfig model;
-  TaskConfig task;
-  OptimizerConfig optimizer;
-  ScheduleConfig schedule;
+  nn::TransformerOptions model;
+  data::TaskOptions task;
+  optim::OptimizerOptions optimizer;
+  optim::ScheduleOptions schedule;
   TrainConfig train;
   RunConfig run;
   std::string source;  ///< file name the config came from ("" if built in code)
@@ -115,13 +75,16 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
                     const std::vector<std::string>& overrides = {});
 /// Apply overrides to an existing config (e.g. the defaults) and validate.
 Config apply_overrides(Config config, const std::vector<std::string>& overrides);
-/// Throw ConfigError for impossible values (sizes, rates, enums, memory, run.out). Locations
-/// are line 0 of config.source, since a Config does not remember its lines.
+/// Throw ConfigError for impossible values (each section's own validate(), the rules across
+/// sections, memory, run.out). Locations are line 0 of config.source, since a Config does not
+/// remember its lines.
 void validate(const Config& config);
 /// The resolved config as YAML, every section and key; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);
-/// Rough peak bytes of one training step: parameters, gradients, Adam moments, and the
-/// activations the tape keeps (B x T x C per layer, B x H x T x T attention, B x T x V logits).
+/// Rough peak bytes of one training step: the model's parameters (their shapes read from the
+/// model itself, built without memory), gradients and Adam moments, and the activations the tape
+/// keeps for the task's own sequence layout (B x T x C per layer, B x H x T x T attention,
+/// B x T x V logits).
 std::size_t estimate_memory_bytes(const Config& config);
 /// Physical memory of this machine in bytes (sysconf), 0 if unknown.
 std::size_t physical_memory_bytes();
@@ -129,5 +92,12 @@ std::size_t physical_memory_bytes();
 /// Field-by-field equality (source excluded).
 bool operator==(const Config& a, const Config& b);
 inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }
+/// The keys of `sections` (e.g. {"seed", "model", "task"}; "seed" is the top-level key) whose
+/// values differ, one line each: "model.heads: a 4, b 8" with the labels given.
+std::vector<std::string> differences(const Config& a, const Config& b, const std::vector<std::string>& sections,
+                                     const std::string& label_a, const std::string& label_b);
+/// Every key of every section: (section.key, its type or choices, default), for the reference
+/// in docs/config.md (a test checks that the document lists each one).
+std::vector<std::pair<std::string, std::string>> reference();
 
 }  // namespace qkv::config

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "qkv/tensor/options.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::data {
@@ -35,12 +36,21 @@ struct Batch {
   std::size_t size() const { return inputs.dimension() ? inputs.shape()[0] : 0; }
 };
 
+/// The task names, in documentation order: what make_task accepts and configs list.
+const std::vector<std::string>& task_names();
+
+/// The config's `task` section: which task and its sizes, and the data a run draws from it.
 struct TaskOptions {
-  std::string name = "sort";  ///< copy | reverse | sort | recall | seq2seq_reverse | seq2seq_sort
-  std::size_t vocab = 16;     ///< V >= 2
-  std::size_t length = 32;    ///< T >= 1 (not recall)
-  std::size_t pairs = 8;      ///< recall: 1 <= pairs <= V
-  std::size_t queries = 0;    ///< recall: queries per sequence; 0 = pairs
+  std::string name = "sort";    ///< one of task_names()
+  std::size_t vocab = 16;       ///< V >= 2
+  std::size_t length = 32;      ///< T >= 1 (not recall)
+  std::size_t pairs = 8;        ///< recall: 1 <= pairs <= V
+  std::size_t queries = 0;      ///< recall: queries per sequence; 0 = pairs
+  std::size_t eval_size = 512;  ///< held-out examples (Dataset)
+  std::size_t train_size = 0;   ///< 0: a fresh sample every step; else a fixed training set (Dataset)
+  /// name in task_names(), sizes positive, vocab >= 2, recall keys distinct (pairs <= vocab);
+  /// throws OptionError.
+  void validate() const;
 };
 
 class Task {

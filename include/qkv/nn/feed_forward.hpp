@@ -4,23 +4,25 @@
 
 #include "qkv/nn/dropout.hpp"
 #include "qkv/nn/linear.hpp"
+#include "qkv/tensor/names.hpp"
+#include "qkv/tensor/options.hpp"
 
 namespace qkv::nn {
 
 /// Non-linearity of the feed-forward block. GELU is the exact erf form (PyTorch's default).
 enum class Activation { Gelu, Relu };
 
-/// "gelu" / "relu".
-const char* activation_name(Activation a);
-/// Parse "gelu" / "relu"; anything else throws ValueError listing the choices.
-Activation parse_activation(const std::string& name);
+/// The names configs use: "gelu", "relu".
+const NameTable<Activation>& activation_names();
 
 struct FeedForwardOptions {
-  std::size_t dim = 0;     ///< C (input and output width)
-  std::size_t hidden = 0;  ///< inner width (d_ff)
+  std::size_t dim = 0;       ///< C (input and output width)
+  std::size_t hidden = 256;  ///< inner width (d_ff)
   Activation activation = Activation::Gelu;
-  double dropout = 0.0;    ///< after the activation and on the output, as in PyTorch's layers
+  double dropout = 0.0;      ///< after the activation and on the output, as in PyTorch's layers
   bool bias = true;
+  /// dim and hidden positive, dropout in [0, 1); throws OptionError.
+  void validate() const;
 };
 
 /// y = dropout(fc2(dropout(act(fc1(x))))): PyTorch's TransformerEncoderLayer._ff_block

@@ -31,6 +31,26 @@ using qkv::StateDict;
 /// decay applies to Weight parameters, not to biases and normalisation gains, unless asked).
 enum class ParamRole { Weight, Bias, Norm };
 
+/// While a MetaGuard lives (on this thread), modules record their parameters' names and shapes
+/// without allocating or initialising them, and draw nothing from their generators: a model
+/// built this way reports named_parameter_shapes() (to size a run before building it) and
+/// cannot run forward. Like PyTorch's meta device.
+class MetaGuard {
+ public:
+  MetaGuard() : previous_(flag()) { flag() = true; }
+  ~MetaGuard() { flag() = previous_; }
+  MetaGuard(const MetaGuard&) = delete;
+  MetaGuard& operator=(const MetaGuard&) = delete;
+  static bool active() { return flag(); }
+
+ private:
+  static bool& flag() {
+    thread_local bool on = false;
+    return on;
+  }
+  bool previous_;
+};
+
 /// A forward hook: receives the module's output and returns it (to observe) or a replacement.
 template <class T>
 using ForwardHook = std::function<Variable<T>(const Variable<T>& output)>;
@@ -61,6 +81,14 @@ class Module {
   std::vector<std::pair<std::string, Variable<T>>> named_parameters() const {
     std::vector<std::pair<std::string, Variable<T>>> out;
     collect("", out);
+    return out;
+  }
+  /// (dotted name, shape) of every parameter, in named_parameters() order; also for a module
+  /// built under MetaGuard, whose parameters hold no values.
+  std::vector<std::pair<std::string, Shape>> named_parameter_shapes() const {
+    std::vector<std::pair<std::string, Shape>> out;
+    for (auto& [name, m] : named_modules())
+      for (auto& p : m->params_) out.emplace_back(name.empty() ? p.name : name + "." + p.name, p.shape);
     return out;
   }
   /// The role of every parameter, in named_parameters() order.
@@ -154,8 +182,20 @@ class Module {
   /// Register a parameter (a leaf that requires grad) under `name`.
   Variable<T> register_parameter(const std::string& name, Array<T> value, ParamRole role = ParamRole::Weight) {
     check_name(name);
+    const Shape shape = value.shape();
     Variable<T> p(std::move(value), true);
-    params_.push_back({name, p, role});
+    params_.push_back({name, p, role, shape});
+    return p;
+  }
+  /// Register a parameter of `shape` whose value is `init()`; under MetaGuard, init is not called
+  /// and the parameter holds no value.
+  template <class Init>
+  Variable<T> register_parameter(const std::string& name, const Shape& shape, Init&& init,
+                                 ParamRole role = ParamRole::Weight) {
+    if (!MetaGuard::active()) return register_parameter(name, init(), role);
+    check_name(name);
+    Variable<T> p(Array<T>(), true);
+    params_.push_back({name, p, role, shape});
     return p;
   }
   /// Register a child module under `name`.
@@ -178,6 +218,7 @@ class Module {
     std::string name;
     Variable<T> value;
     ParamRole role;
+    Shape shape;
   };
   struct Hook {
     std::uint64_t id;

@@ -26,6 +26,8 @@
 
 #include "qkv/nn/linear.hpp"
 #include "qkv/ops/attention.hpp"
+#include "qkv/tensor/names.hpp"
+#include "qkv/tensor/options.hpp"
 
 namespace qkv::nn {
 
@@ -41,7 +43,13 @@ struct MultiHeadAttentionOptions {
   std::size_t head_dim = 0;
   AttentionImpl impl = AttentionImpl::Fused;
   std::optional<double> scale;  ///< default 1 / sqrt(D)
+  /// embed_dim and num_heads positive, H divides E unless head_dim is set, dropout in [0, 1),
+  /// scale positive when set; throws OptionError.
+  void validate() const;
 };
+
+/// The names configs use for AttentionImpl: "fused", "composite".
+const NameTable<AttentionImpl>& attention_impl_names();
 
 /// What one forward call attends with.
 template <class T>

@@ -20,33 +20,31 @@
 namespace qkv::nn {
 
 enum class Positional { Sinusoidal, Learned };
-/// "sinusoidal" / "learned".
-const char* positional_name(Positional p);
-/// Parse "sinusoidal" / "learned"; anything else throws ValueError listing the choices.
-Positional parse_positional(const std::string& name);
+/// The names configs use: "sinusoidal", "learned".
+const NameTable<Positional>& positional_names();
 
-/// Parse "fused" / "composite"; anything else throws ValueError listing the choices.
-AttentionImpl parse_attention_impl(const std::string& name);
+/// Which model a TransformerOptions describes (what train::make_model builds).
+enum class Arch { Encoder, EncoderDecoder };
+/// The names configs use: "encoder", "encoder_decoder".
+const NameTable<Arch>& arch_names();
 
-struct TransformerOptions {
-  std::size_t d_model = 64;   ///< C
-  std::size_t heads = 4;      ///< H
-  std::size_t head_dim = 0;   ///< D; 0 = d_model / heads
-  std::size_t layers = 2;     ///< encoder layers (and decoder layers for Seq2SeqModel)
-  std::size_t d_ff = 256;     ///< feed-forward inner width
-  double dropout = 0.0;       ///< embeddings, residual branches, feed-forward
-  double attn_dropout = 0.0;  ///< attention weights
-  Activation activation = Activation::Gelu;
-  bool norm_first = true;     ///< pre-LN; then a final LayerNorm follows each stack
+/// A whole model's options: the options of every layer (inherited: d_model, attn, ff, dropout,
+/// norm_first, layer_norm_eps) plus the stack. The config's `model` section maps onto this.
+struct TransformerOptions : TransformerLayerOptions {
+  Arch arch = Arch::Encoder;
+  std::size_t layers = 2;      ///< encoder layers (and decoder layers for Seq2SeqModel)
   Positional positional = Positional::Sinusoidal;
-  std::size_t max_len = 1024; ///< longest sequence the positional encoding accepts
-  AttentionImpl impl = AttentionImpl::Fused;
-  std::optional<double> scale;  ///< attention scale; default 1 / sqrt(D)
-  bool causal = false;        ///< EncoderModel only: position t sees positions <= t (a decoder-only LM)
+  std::size_t max_len = 1024;  ///< longest sequence the positional encoding accepts
+  bool causal = false;         ///< EncoderModel only: position t sees positions <= t
+  /// The layer's rules plus layers and max_len positive; throws OptionError.
+  void validate() const;
 };
 
-/// The per-layer options of `o`.
-TransformerLayerOptions layer_options(const TransformerOptions& o);
+/// (dotted name, shape) of every parameter of the model `options` describes (its arch) for
+/// vocabularies of `input_vocab` tokens in and `output_vocab` classes out, read from the model
+/// itself built under MetaGuard: nothing is allocated or drawn.
+std::vector<std::pair<std::string, Shape>> parameter_shapes(const TransformerOptions& options,
+                                                            std::size_t input_vocab, std::size_t output_vocab);
 
 /// Encoder-only model: tokens (B, T) -> logits (B, T, num_classes).
 ///   h = dropout(pos(tok_emb(tokens))); h = blocks[i](h) for each layer; h = norm(h) (pre-LN only);

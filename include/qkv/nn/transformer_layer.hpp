@@ -12,18 +12,29 @@
 
 namespace qkv::nn {
 
+/// The options of one layer: its width, and the options of its attention and feed-forward blocks
+/// (nested, as PyTorch nests them). The layer fills in what its blocks share with it: the
+/// attention's embed_dim and the feed-forward's dim are d_model, the feed-forward's dropout is
+/// the layer's dropout (attention() and feed_forward() give the options the blocks get).
 struct TransformerLayerOptions {
-  std::size_t d_model = 64;   ///< C
-  std::size_t heads = 4;      ///< H
-  std::size_t head_dim = 0;   ///< D; 0 = d_model / heads
-  std::size_t d_ff = 256;     ///< feed-forward inner width
-  double dropout = 0.0;       ///< on residual branches and inside the feed-forward block
-  double attn_dropout = 0.0;  ///< on the attention weights
-  Activation activation = Activation::Gelu;
-  bool norm_first = true;     ///< pre-LN (true) or post-LN (false, the 2017 paper's layout)
+  TransformerLayerOptions() {
+    attn.num_heads = 4;
+    ff.hidden = 256;
+  }
+  std::size_t d_model = 64;        ///< C
+  MultiHeadAttentionOptions attn;  ///< heads (num_heads, head_dim), attention dropout, impl, scale
+  FeedForwardOptions ff;           ///< hidden (d_ff) and activation
+  double dropout = 0.0;            ///< on residual branches and inside the feed-forward block
+  bool norm_first = true;          ///< pre-LN (true) or post-LN (false, the 2017 paper's layout)
   double layer_norm_eps = 1e-5;
-  AttentionImpl impl = AttentionImpl::Fused;
-  std::optional<double> scale;  ///< attention scale; default 1 / sqrt(D)
+
+  /// attn with embed_dim = d_model.
+  MultiHeadAttentionOptions attention() const;
+  /// ff with dim = d_model and dropout = dropout.
+  FeedForwardOptions feed_forward() const;
+  /// Every rule of the layer and its blocks, reported with this struct's field paths
+  /// ("d_model", "attn.num_heads", "ff.hidden", ...); throws OptionError.
+  void validate() const;
 };
 
 /// One encoder layer. x (B, T, C) -> (B, T, C):
@@ -79,8 +90,5 @@ class TransformerDecoderLayer : public Module<T> {
  private:
   TransformerLayerOptions options_;
 };
-
-/// The attention options a layer's MultiHeadAttention gets from `o`.
-MultiHeadAttentionOptions attention_options(const TransformerLayerOptions& o);
 
 }  // namespace qkv::nn

@@ -5,15 +5,27 @@
 #include <cstdint>
 #include <string>
 
+#include "qkv/tensor/names.hpp"
+#include "qkv/tensor/options.hpp"
+
 namespace qkv::optim {
 
+enum class Schedule { Constant, Cosine, Step };
+/// The names configs use: "constant", "cosine", "step".
+const NameTable<Schedule>& schedule_names();
+
+/// The config's `schedule` section (total_steps comes from train.steps there).
 struct ScheduleOptions {
-  std::string name = "constant";  ///< constant | cosine | step
-  std::int64_t warmup_steps = 0;  ///< linear warmup 0 -> base over these steps (every schedule)
+  Schedule name = Schedule::Cosine;
+  std::int64_t warmup_steps = 100;  ///< linear warmup 0 -> base over these steps (every schedule)
   std::int64_t total_steps = 1000;  ///< cosine: the step where lr reaches min_lr
   std::int64_t step_size = 1000;    ///< step: decay every step_size steps
   double min_lr = 0;                ///< cosine: the floor
-  double gamma = 0.1;               ///< step: decay factor
+  double gamma = 0.5;               ///< step: decay factor
+  /// For a schedule from `base_lr`: warmup_steps in [0, total_steps], step_size >= 1, gamma in
+  /// (0, 1], min_lr in [0, base_lr], base_lr >= 0 (fields "base_lr" and "total_steps" name the
+  /// arguments); throws OptionError.
+  void validate(double base_lr) const;
 };
 
 /// lr at step s (s = number of optimizer steps already taken, from 0), with W = warmup_steps:
@@ -25,8 +37,7 @@ struct ScheduleOptions {
 /// Stateless: its state is the step number, which the trainer saves.
 class LrSchedule {
  public:
-  /// Throws ValueError naming a bad option (unknown name, negative steps, total_steps <
-  /// warmup_steps, step_size < 1, gamma <= 0, min_lr outside [0, base_lr] for cosine...).
+  /// Throws OptionError naming a bad option (ScheduleOptions::validate).
   LrSchedule(double base_lr, ScheduleOptions options);
   double lr_at(std::int64_t step) const;
   double base_lr() const { return base_; }

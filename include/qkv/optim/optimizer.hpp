@@ -5,12 +5,15 @@
 /// state_dict()/load_state_dict() are written once for every optimizer.
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "qkv/autograd/variable.hpp"
 #include "qkv/nn/module.hpp"
+#include "qkv/tensor/names.hpp"
+#include "qkv/tensor/options.hpp"
 
 namespace qkv::optim {
 
@@ -102,5 +105,34 @@ class Optimizer {
   std::vector<std::string> buffer_names_;
   std::vector<std::vector<Array<T>>> buffers_;  // [buffer id][parameter index]
 };
+
+enum class OptimizerKind { SGD, Adam, AdamW };
+/// The names configs use: "sgd", "adam", "adamw".
+const NameTable<OptimizerKind>& optimizer_names();
+
+/// The config's `optimizer` section: which optimizer and all its settings (each kind reads
+/// the ones it has: SGD momentum, dampening, nesterov; Adam/AdamW beta1, beta2, eps), the
+/// weight-decay grouping, and gradient clipping (applied by the training step).
+struct OptimizerOptions {
+  OptimizerKind name = OptimizerKind::AdamW;
+  double lr = 1e-3;
+  double weight_decay = 0.01;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  bool nesterov = false;
+  bool decay_bias_and_norm = false;  ///< decay biases and norm gains too (else param_groups_decay_weights_only)
+  double clip_grad_norm = 1.0;       ///< global gradient-norm clip; 0: off
+  /// lr > 0, weight_decay >= 0, betas in [0, 1), eps > 0, momentum in [0, 1), dampening in
+  /// [0, 1], nesterov only with momentum > 0 and dampening 0, clip_grad_norm >= 0; throws OptionError.
+  void validate() const;
+};
+
+/// The optimizer `options` describes over the parameters of `module`, grouped for weight decay
+/// as options.decay_bias_and_norm says.
+template <class T>
+std::unique_ptr<Optimizer<T>> make_optimizer(const nn::Module<T>& module, const OptimizerOptions& options);
 
 }  // namespace qkv::optim

@@ -37,8 +37,6 @@ inline std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>> atten
   return model.module().modules_of_type<nn::MultiHeadAttention<float>>();
 }
 
-/// Transformer options from the model section of a config.
-nn::TransformerOptions transformer_options(const config::ModelConfig& model);
 /// The model a config describes, for the task's vocabulary; initialised from `gen`.
 std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Task& task, Generator& gen);
 
