@@ -14,6 +14,7 @@ packages=(
   doctest-dev libhdf5-dev hdf5-tools libyaml-cpp-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-matplotlib
+  chromium fonts-wqy-microhei   # the attention viewer's browser test (tests/viewer/browser_test.py)
 )
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch)
