@@ -430,12 +430,6 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-std::string num(double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
-
 // run.out must be creatable later: its nearest existing ancestor must be a writable directory.
 // Nothing is created here.
 std::string out_dir_problem(const std::string& out) {

@@ -1,5 +1,10 @@
 #include "qkv/train/diagnostics.hpp"
 
+#include "qkv/autograd/tape.hpp"
+#include "qkv/nn/activation_cache.hpp"
+#include "qkv/train/evaluate.hpp"
+#include "qkv/train/model.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -48,6 +53,29 @@ double head_redundancy(const Array<float>& w) {
         }
       }
   return pairs ? total / pairs : std::numeric_limits<double>::quiet_NaN();
+}
+
+double gradient_norm(const Variable<float>& p) {
+  if (!p.has_grad()) return 0;
+  double s = 0;
+  const float* g = p.grad().data();
+  for (std::size_t i = 0, n = p.size(); i < n; ++i) s += double(g[i]) * g[i];
+  return std::sqrt(s);
+}
+
+std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n) {
+  NoGradGuard no_grad;
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  const data::Batch b = rows(eval, 0, std::min(n, eval.inputs.shape()[0]));
+  auto cache = nn::run_with_cache(model.module(), [&] { model.logits(b); }, {"*.hook_pattern"});
+  std::vector<LayerDiagnostics> out;
+  for (auto& [name, layer] : attention_layers(model)) {
+    const Array<float>& w = cache[name + ".hook_pattern"];
+    out.push_back({name, attention_stats(w), head_redundancy(w)});
+  }
+  if (was_training) model.module().train();
+  return out;
 }
 
 }  // namespace qkv::train

@@ -3,6 +3,12 @@
 /// What attention does, measured: statistics of attention weights w (B, H, Tq, Tk), rows summing
 /// to 1 (fully masked rows, all zero, are skipped).
 
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "qkv/autograd/variable.hpp"
+#include "qkv/data/tasks.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::train {
@@ -16,5 +22,22 @@ AttentionStats attention_stats(const Array<float>& weights);
 /// Head redundancy: mean over examples and head pairs of the cosine similarity between two
 /// heads' (Tq x Tk) maps. 1 = every head attends identically. NaN with a single head.
 double head_redundancy(const Array<float>& weights);
+
+/// L2 norm of one parameter's gradient (0 when it has none), summed in order in double.
+double gradient_norm(const Variable<float>& parameter);
+
+class TaskModel;
+/// What one attention layer does on held-out data, and the gradients reaching its W_q and W_k.
+struct LayerDiagnostics {
+  std::string name;            ///< the layer's dotted name ("blocks.0.attn")
+  AttentionStats stats{NAN, NAN};
+  double redundancy = NAN;
+  double grad_q = NAN, grad_k = NAN;  ///< L2 norms of the W_q and W_k gradients (set by the caller)
+};
+/// Per attention layer (model order): statistics of its weights on the first `n` examples of
+/// `eval`, read through the layers' hook_pattern points in eval mode without recording (the
+/// model's mode is restored). Metric column suffixes: ".entropy", ".max_weight", ".grad_q",
+/// ".grad_k", ".redundancy".
+std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n);
 
 }  // namespace qkv::train

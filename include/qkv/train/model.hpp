@@ -18,6 +18,11 @@ class TaskModel {
  public:
   virtual ~TaskModel() = default;
   virtual nn::Module<float>& module() = 0;
+  /// module().parameters(), gathered once (a training step asks for them without allocating).
+  const std::vector<Variable<float>>& parameters() {
+    if (params_.empty()) params_ = module().parameters();
+    return params_;
+  }
   /// Logits (B, T, classes) for the batch's targets (teacher forcing for seq2seq).
   virtual Variable<float> logits(const data::Batch& batch) = 0;
   /// Predicted class at every target position (B, T) given the batch's teacher-forced logits:
@@ -30,6 +35,9 @@ class TaskModel {
                                                                            const data::Batch& batch) const {
     return {&batch.inputs, &batch.inputs};
   }
+
+ private:
+  std::vector<Variable<float>> params_;
 };
 
 /// Every attention layer of the model with its dotted name ("blocks.0.attn"), in model order.

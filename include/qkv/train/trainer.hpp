@@ -13,17 +13,10 @@
 #include "qkv/config/config.hpp"
 #include "qkv/data/tasks.hpp"
 #include "qkv/dist/comm.hpp"
+#include "qkv/train/evaluate.hpp"
 #include "qkv/train/model.hpp"
 
 namespace qkv::train {
-
-/// Held-out metrics: mean cross-entropy over scored positions, token accuracy, and the fraction
-/// of examples whose scored positions are all right.
-struct EvalMetrics {
-  double loss = 0, token_accuracy = 0, sequence_accuracy = 0;
-};
-/// Evaluate in eval mode without recording, `batch_size` examples at a time.
-EvalMetrics evaluate(TaskModel& model, const data::Batch& eval_set, std::size_t batch_size);
 
 struct RunOptions {
   std::string resume;    ///< checkpoint to resume from ("" = start fresh)
@@ -46,7 +39,10 @@ struct RunResult {
 /// Train as the config says. Rank 0 of `comm` writes files; every rank trains its shard.
 RunResult run_training(const config::Config& cfg, const RunOptions& options, dist::Comm& comm);
 
-/// Ask a running training loop to checkpoint and stop (what SIGINT does).
-void request_stop();
+class MetricsLog;
+/// The one-row summary of a finished run that `qkv sweep` gathers into results.csv: status,
+/// steps, final and best metrics, steps to target, wall time, tokens/s, the last training
+/// accuracy and the last attention diagnostics averaged over layers.
+void write_result_csv(const std::string& path, const RunResult& result, const MetricsLog& metrics, double tokens_per_s);
 
 }  // namespace qkv::train

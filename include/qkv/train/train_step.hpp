@@ -1,0 +1,42 @@
+#pragma once
+/// @file
+/// One training step, the whole of it in one function: batch in, forward, loss, backward,
+/// gradients averaged over ranks, clipped, and one optimizer update.
+
+#include <cstdint>
+#include <functional>
+
+#include "qkv/data/tasks.hpp"
+#include "qkv/dist/data_parallel.hpp"
+#include "qkv/optim/optimizer.hpp"
+#include "qkv/train/model.hpp"
+
+namespace qkv::train {
+
+struct StepOptions {
+  double label_smoothing = 0.0;
+  double clip_grad_norm = 0.0;   ///< clip the global gradient norm to this; 0: no clipping
+  bool count_accuracy = true;    ///< count argmax hits on the batch (StepResult::correct)
+  /// Called between backward (gradients averaged) and clipping, e.g. to read raw gradient norms.
+  std::function<void()> after_backward;
+};
+
+struct StepResult {
+  double loss = 0;       ///< mean cross-entropy over the global batch's scored tokens
+  double grad_norm = 0;  ///< global gradient norm before clipping
+  double correct = 0, counted = 0;  ///< argmax hits and scored tokens over the global batch
+  /// "" when the step was taken; otherwise "loss" or "gradient norm": that value was not finite
+  /// and no update was made (the parameters are those before the step).
+  const char* diverged = "";
+};
+
+/// forward -> loss -> backward -> average over ranks -> clip -> update -> zero_grad.
+/// Every rank scores the same number of tokens per example, so the mean of the ranks' mean
+/// losses is the global mean.
+StepResult train_step(TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
+                      const StepOptions& options, dist::DataParallel& dp);
+
+/// argmax hits and scored positions (targets != kIgnore) of (B, T, V) logits.
+void count_correct(const Array<float>& logits, const IndexArray& targets, double& correct, double& counted);
+
+}  // namespace qkv::train

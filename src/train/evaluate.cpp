@@ -1,0 +1,52 @@
+#include "qkv/train/evaluate.hpp"
+
+#include "qkv/autograd/tape.hpp"
+#include "qkv/ops/loss.hpp"
+
+namespace qkv::train {
+
+data::Batch rows(const data::Batch& b, std::size_t lo, std::size_t hi) {
+  auto take = [&](const IndexArray& a) {
+    if (a.dimension() != 2) return a;  // no decoder inputs
+    const std::size_t T = a.shape()[1];
+    IndexArray out = IndexArray::from_shape({hi - lo, T});
+    std::copy(a.data() + lo * T, a.data() + hi * T, out.data());
+    return out;
+  };
+  return {take(b.inputs), take(b.targets), take(b.decoder_inputs)};
+}
+
+EvalMetrics evaluate(TaskModel& model, const data::Batch& eval, std::size_t batch_size) {
+  NoGradGuard no_grad;
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  const std::size_t N = eval.inputs.shape()[0];
+  double loss_sum = 0;
+  std::size_t counted = 0, correct = 0, seq_correct = 0;
+  for (std::size_t lo = 0; lo < N; lo += batch_size) {
+    data::Batch b = rows(eval, lo, std::min(N, lo + batch_size));
+    Variable<float> logits = model.logits(b);
+    std::size_t n_scored = 0;
+    for (std::size_t i = 0; i < b.targets.size(); ++i) n_scored += b.targets.data()[i] != data::kIgnore;
+    loss_sum += double(cross_entropy(logits, b.targets, data::kIgnore).item()) * double(n_scored);
+    IndexArray pred = model.predict(b, logits.value());
+    const std::size_t T = b.targets.shape()[1];
+    for (std::size_t r = 0; r < b.targets.shape()[0]; ++r) {
+      bool all = true;
+      for (std::size_t t = 0; t < T; ++t) {
+        const Index y = b.targets(r, t);
+        if (y == data::kIgnore) continue;
+        ++counted;
+        const bool ok = pred(r, t) == y;
+        correct += ok;
+        all = all && ok;
+      }
+      seq_correct += all;
+    }
+  }
+  if (was_training) model.module().train();
+  return {counted ? loss_sum / double(counted) : 0.0, counted ? double(correct) / double(counted) : 0.0,
+          N ? double(seq_correct) / double(N) : 0.0};
+}
+
+}  // namespace qkv::train
