@@ -1,0 +1,63 @@
+"""Learning-rate selection on the validation split, per setting.
+
+For each setting (the values of the grid keys other than the learning rate) and each learning
+rate tried, take the mean of a validation metric over that lr's seeds; pick the lr with the best
+mean (lowest for direction "min", highest for "max"), ties (equal to 1e-12 relative) going to
+the lower lr. A run whose validation metric is missing or not finite (diverged) counts as the
+worst possible value, so an lr where any seed diverged loses to one where none did. The test
+metrics reported for the setting are then those of the chosen lr's runs only.
+"""
+import math
+from collections import namedtuple
+
+from . import num
+
+Candidate = namedtuple("Candidate", "lr score n")
+Choice = namedtuple("Choice", "lr score n candidates")
+
+
+def lr_column(rows, preferred="lr"):
+    """The column holding the learning rate: `preferred`, else the grid key optimizer.lr, else None."""
+    names = set().union(*(r.keys() for r in rows)) if rows else set()
+    for name in (preferred, "optimizer.lr"):
+        if name in names:
+            return name
+    return None
+
+
+def select_lr(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
+    """Pick one learning rate per setting.
+
+    rows: dicts (one per run, as read from results.csv) holding `keys`, `lr_key` and `metric`.
+    keys: the columns that define a setting (the learning rate column is ignored if listed).
+    Returns (choices, kept): choices maps each setting (tuple of the key values, as strings) to
+    Choice(lr, score, n, candidates) with candidates = [Candidate(lr, mean, n)] in lr order;
+    kept is the rows of the chosen lr of every setting, in input order. Without an lr column
+    every row is kept and each Choice has lr None.
+    """
+    if direction not in ("min", "max"):
+        raise ValueError(f"select_lr: direction must be min or max, found {direction!r}")
+    keys = [k for k in keys if k != lr_key]
+    worst = math.inf if direction == "min" else -math.inf
+    by_setting = {}
+    for r in rows:
+        by_setting.setdefault(tuple(r.get(k, "") for k in keys), {}).setdefault(r.get(lr_key), []).append(r)
+    choices, chosen_lr = {}, {}
+    for setting, by_lr in by_setting.items():
+        if lr_key is None or list(by_lr) == [None]:
+            choices[setting] = Choice(None, math.nan, sum(map(len, by_lr.values())), [])
+            continue
+        cands = []
+        for lr, runs in sorted(by_lr.items(), key=lambda kv: num(kv[0])):
+            vals = [num(r.get(metric)) for r in runs]
+            vals = [v if math.isfinite(v) else worst for v in vals]
+            cands.append(Candidate(lr, sum(vals) / len(vals), len(vals)))
+        best = cands[0]
+        for c in cands[1:]:  # in increasing lr: replace only when strictly better (ties: lower lr)
+            tol = 1e-12 * max(1.0, abs(best.score)) if math.isfinite(best.score) else 0
+            if (c.score < best.score - tol) if direction == "min" else (c.score > best.score + tol):
+                best = c
+        choices[setting] = Choice(best.lr, best.score, best.n, cands)
+        chosen_lr[setting] = best.lr
+    kept = [r for r in rows if chosen_lr.get(tuple(r.get(k, "") for k in keys), r.get(lr_key)) == r.get(lr_key)]
+    return choices, kept
