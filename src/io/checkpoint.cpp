@@ -14,7 +14,9 @@
 #include <map>
 #include <sstream>
 
+#include "checkpoint_testing.hpp"
 #include "file_bytes.hpp"
+#include "hdf5.hpp"
 #include "qkv/version.hpp"
 
 namespace qkv::io {
@@ -47,7 +49,7 @@ std::vector<std::string> split_name(const std::string& name, const std::string& 
 }
 
 // Tensors under `group`; a '/' in a name creates (ordered) subgroups.
-void write_tensors(hid_t group, const std::string& group_path, const nn::StateDict<float>& tensors) {
+void write_tensors(hid_t group, const std::string& group_path, const StateDict<float>& tensors) {
   std::map<std::string, Handle> subgroups;
   for (auto& [name, value] : tensors) {
     auto parts = split_name(name, group_path);
@@ -76,7 +78,7 @@ Array<float> read_float_tensor(hid_t dataset, const std::string& path) {
 }
 
 void read_tensors(hid_t group, const std::string& group_path, const std::string& name_prefix,
-                  nn::StateDict<float>& out) {
+                  StateDict<float>& out) {
   for (auto& [name, kind] : h5::children(group)) {
     const std::string path = group_path + "/" + name;
     if (kind == h5::Kind::Group) {
@@ -418,21 +420,8 @@ Checkpoint load_checkpoint(const std::string& path) {
   }
 }
 
-void check_compatible(const nn::StateDict<float>& expected, const nn::StateDict<float>& found, const std::string& path) {
-  auto find = [](const nn::StateDict<float>& d, const std::string& name) {
-    return std::find_if(d.begin(), d.end(), [&](auto& kv) { return kv.first == name; });
-  };
-  std::string problems;
-  for (auto& [name, value] : expected) {
-    auto it = find(found, name);
-    if (it == found.end())
-      problems += "\n  missing: " + name + " " + shape_str(value.shape());
-    else if (it->second.shape() != value.shape())
-      problems += "\n  shape of " + name + ": the model has " + shape_str(value.shape()) + ", the checkpoint " +
-                  shape_str(it->second.shape());
-  }
-  for (auto& [name, value] : found)
-    if (find(expected, name) == expected.end()) problems += "\n  unexpected: " + name + " " + shape_str(value.shape());
+void check_compatible(const StateDict<float>& expected, const StateDict<float>& found, const std::string& path) {
+  const std::string problems = state_dict_diff(expected, found, "the model has", "the checkpoint");
   if (!problems.empty())
     throw ValueError(path + ": the checkpoint's model does not fit this model (was it written with another config?):" +
                      problems);

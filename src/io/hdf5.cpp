@@ -1,4 +1,4 @@
-#include "qkv/io/hdf5.hpp"
+#include "hdf5.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -84,35 +84,20 @@ OptimizerState<T> Optimizer<T>::state_dict() const {
 
 template <class T>
 void Optimizer<T>::load_state_dict(const OptimizerState<T>& state) {
-  // Expected buffer name -> its slot; check everything before touching anything.
-  std::map<std::string, Array<T>*> expected;
-  std::vector<std::string> order;
-  for (std::size_t b = 0; b < buffers_.size(); ++b) {
-    std::size_t index = 0;
-    for (const ParamGroup<T>& g : groups_)
-      for (const auto& [name, p] : g.params) {
-        order.push_back(buffer_names_[b] + "/" + name);
-        expected[order.back()] = &buffers_[b][index++];
-      }
-  }
+  // What the buffers hold now (names and shapes); check everything before touching anything.
+  const StateDict<T> expected = state_dict().tensors;
   std::string problems;
   if (state.step < 0) problems += "\n  step: expected >= 0, found " + std::to_string(state.step);
-  std::map<std::string, const Array<T>*> found;
-  for (const auto& [name, value] : state.tensors) {
-    auto it = expected.find(name);
-    if (it == expected.end())
-      problems += "\n  unexpected: " + name + " " + shape_str(value.shape());
-    else if (!found.emplace(name, &value).second)
-      problems += "\n  duplicate: " + name;
-    else if (value.shape() != it->second->shape())
-      problems += "\n  shape of " + name + ": expected " + shape_str(it->second->shape()) + ", found " +
-                  shape_str(value.shape());
-  }
-  for (const std::string& name : order)
-    if (!found.count(name)) problems += "\n  missing: " + name + " " + shape_str(expected[name]->shape());
+  problems += state_dict_diff(expected, state.tensors);
   if (!problems.empty())
     throw ValueError(name_ + ".load_state_dict: the state does not fit this optimizer:" + problems);
-  for (const auto& [name, value] : found) std::copy(value->begin(), value->end(), expected[name]->begin());
+  std::size_t i = 0;
+  for (std::size_t b = 0; b < buffers_.size(); ++b)
+    for (Array<T>& buffer : buffers_[b]) {
+      const std::string& name = expected[i++].first;
+      auto it = std::find_if(state.tensors.begin(), state.tensors.end(), [&](auto& kv) { return kv.first == name; });
+      std::copy(it->second.begin(), it->second.end(), buffer.begin());
+    }
   step_ = state.step;
 }
 

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "qkv/config/config.hpp"
-#include "qkv/train/sweep.hpp"
+#include "app/sweep.hpp"
 #include "support/skip.hpp"
 #include "train/train_fixtures.hpp"
 
@@ -81,7 +81,7 @@ TEST_CASE("sweep: the plan is every grid combination times every seed, last key 
   write(dir + "/base.yaml", "model: {d_model: 32}\n");
   write(dir + "/s.yaml",
         "base: base.yaml\nset: {train.steps: 700}\ngrid:\n  model.heads: [1, 2]\n  model.scale: [0, 1]\nseeds: [4, 5]\n");
-  auto plan = train::load_sweep(dir + "/s.yaml", {"train.batch_size=8"});
+  auto plan = app::load_sweep(dir + "/s.yaml", {"train.batch_size=8"});
   REQUIRE(plan.runs.size() == 8);
   CHECK(plan.grid_keys == std::vector<std::string>{"model.heads", "model.scale"});
   CHECK(plan.runs[0].name == "heads=1_scale=0_seed=4");
@@ -104,7 +104,7 @@ TEST_CASE("sweep: bad sweep files name the file, line and key") {
   auto message = [&](const std::string& text) {
     write(dir + "/bad.yaml", text);
     try {
-      train::load_sweep(dir + "/bad.yaml");
+      app::load_sweep(dir + "/bad.yaml");
     } catch (const config::ConfigError& e) {
       return std::string(e.what());
     }

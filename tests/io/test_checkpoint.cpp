@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "io/checkpoint_edit.hpp"
+#include "io/checkpoint_testing.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/version.hpp"
 #include "support/skip.hpp"
@@ -258,9 +259,9 @@ TEST_CASE("checkpoint: invalid tensor names are rejected before anything is publ
 }
 
 TEST_CASE("check_compatible lists every missing, unexpected and misshapen tensor") {
-  nn::StateDict<float> model = {{"a", zeros<float>({2, 3})}, {"b", zeros<float>({4})}, {"c", zeros<float>({5})}};
+  StateDict<float> model = {{"a", zeros<float>({2, 3})}, {"b", zeros<float>({4})}, {"c", zeros<float>({5})}};
   CHECK_NOTHROW(check_compatible(model, model, "m.h5"));
-  nn::StateDict<float> found = {{"a", zeros<float>({3, 2})}, {"c", zeros<float>({5})}, {"d", zeros<float>({1})}};
+  StateDict<float> found = {{"a", zeros<float>({3, 2})}, {"c", zeros<float>({5})}, {"d", zeros<float>({1})}};
   try {
     check_compatible(model, found, "m.h5");
     FAIL("no error");

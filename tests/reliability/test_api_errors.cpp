@@ -95,6 +95,6 @@ TEST_CASE("api errors: a checkpoint tensor of the wrong dtype or rank is named o
     CHECK_THROWS_WITH_AS(io::load_checkpoint(path), doctest::Contains("/model/w: expected float32"), io::IoError);
   }
   // A loaded tensor of another shape is caught by check_compatible, naming both shapes.
-  nn::StateDict<float> expected = {{"w", zeros<float>({2, 3})}};
+  StateDict<float> expected = {{"w", zeros<float>({2, 3})}};
   CHECK_THROWS_WITH_AS(io::check_compatible(expected, ck.model, "x.h5"), doctest::Contains("(2, 3)"), ValueError);
 }

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
-#include "qkv/io/hdf5.hpp"
-#include "qkv/nn/module.hpp"
+#include "qkv/io/io_error.hpp"
+#include "qkv/tensor/state_dict.hpp"
 
 namespace qkv::io {
 
@@ -69,11 +69,11 @@ void seal_checkpoint_file(const std::string& path);
 struct Checkpoint {
   std::int64_t step = 0;
   std::string config_yaml;  ///< the resolved config text (config::to_yaml)
-  nn::StateDict<float> model;  ///< -> /model/<dotted.name>
+  StateDict<float> model;  ///< -> /model/<dotted.name>
   std::int64_t optimizer_step = 0;
   /// Names are "<buffer>/<dotted.name>" (e.g. "exp_avg/blocks.0.attn.w_q.weight") ->
   /// /optimizer/<buffer>/<dotted.name>. Read back grouped by buffer, in creation order.
-  nn::StateDict<float> optimizer;
+  StateDict<float> optimizer;
   std::vector<std::pair<std::string, std::array<std::uint64_t, 2>>> rng;  ///< -> /rng/<name> (seed, offset)
   std::vector<std::pair<std::string, double>> scalars;  ///< -> attributes of /train
   std::vector<std::pair<std::string, std::vector<double>>> metrics;  ///< -> /metrics/<column>
@@ -98,7 +98,7 @@ Checkpoint load_checkpoint(const std::string& path);
 /// Compare the model tensors of a checkpoint (`found`) with a model's state (`expected`): names
 /// and shapes. Throws ValueError naming `path` and listing every missing, unexpected or
 /// differently shaped tensor.
-void check_compatible(const nn::StateDict<float>& expected, const nn::StateDict<float>& found,
+void check_compatible(const StateDict<float>& expected, const StateDict<float>& found,
                       const std::string& path);
 
 /// A human-readable listing of any HDF5 file (for `qkv inspect`): every group and dataset by
@@ -109,12 +109,5 @@ void check_compatible(const nn::StateDict<float>& expected, const nn::StateDict<
 /// load_checkpoint; `verify = false` lists any HDF5 file (e.g. a version-1 checkpoint, which has
 /// no header) and must only be used on trusted files: HDF5 1.10.8 can crash on crafted ones.
 std::string inspect(const std::string& path, bool verify = true);
-
-namespace testing {
-/// Test hook: called by save_checkpoint at its stages ("written": all objects written, file
-/// still open; "renaming": temp file closed and synced, just before rename). Throwing from it
-/// simulates a failure at that point. Pass nullptr to remove.
-void set_save_hook(std::function<void(const std::string& stage)> hook);
-}  // namespace testing
 
 }  // namespace qkv::io

@@ -45,7 +45,7 @@ std::vector<ParamGroup<T>> param_groups_decay_weights_only(const nn::Module<T>& 
 template <class T>
 struct OptimizerState {
   std::int64_t step = 0;
-  nn::StateDict<T> tensors;
+  StateDict<T> tensors;
 };
 
 template <class T>

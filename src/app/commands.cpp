@@ -13,12 +13,12 @@
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
 #include "qkv/nn/activation_cache.hpp"
-#include "qkv/train/layer_checks.hpp"
-#include "qkv/train/sweep.hpp"
+#include "gradchecks.hpp"
+#include "sweep.hpp"
 #include "qkv/train/trainer.hpp"
 #include "qkv/version.hpp"
 
-namespace qkv::cli {
+namespace qkv::app {
 namespace fs = std::filesystem;
 namespace {
 
@@ -206,7 +206,7 @@ int logits(const std::string& path, std::size_t count, const std::string& out) {
 
 int gradcheck() {
   return guarded([&] {
-    auto results = train::run_layer_gradchecks();
+    auto results = app::run_layer_gradchecks();
     std::printf("%-34s %14s %14s  %s\n", "layer (float64)", "worst error", "of tolerance", "pass");
     bool all = true;
     for (auto& r : results) {
@@ -220,19 +220,19 @@ int gradcheck() {
 
 int sweep(const SweepArgs& a) {
   return guarded([&] {
-    train::SweepPlan plan = train::load_sweep(a.file, a.overrides);
+    app::SweepPlan plan = app::load_sweep(a.file, a.overrides);
     if (a.dry_run) {
       for (auto& r : plan.runs) std::printf("%s\n", r.name.c_str());
       std::printf("%zu runs from %s into %s\n", plan.runs.size(), plan.base.c_str(), (a.out.empty() ? plan.out : a.out).c_str());
       return 0;
     }
-    train::SweepOptions o;
+    app::SweepOptions o;
     o.executable = fs::read_symlink("/proc/self/exe").string();
     o.out = a.out;
     o.jobs = a.jobs;
     o.threads = a.threads;
     dist::Comm& comm = dist::world();
-    const int failed = train::run_sweep(plan, o, comm);
+    const int failed = app::run_sweep(plan, o, comm);
     if (comm.is_root())
       std::printf("sweep: %zu runs; results in %s/results.csv\n", plan.runs.size(), (a.out.empty() ? plan.out : a.out).c_str());
     return failed ? 1 : 0;
@@ -250,4 +250,4 @@ int info() {
   return 0;
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::app

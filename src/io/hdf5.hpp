@@ -1,5 +1,7 @@
 #pragma once
 /// @file
+/// Private to src/io: HDF5 stays behind qkv/io/checkpoint.hpp, so that no public header needs
+/// HDF5's include path.
 /// Small RAII layer over the HDF5 C API: owned identifiers, groups that remember creation
 /// order, string/number attributes (checked before they are read), n-d datasets, and errors that
 /// carry HDF5's own reason.
@@ -14,14 +16,10 @@
 #include <utility>
 #include <vector>
 
+#include "qkv/io/io_error.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::io {
-
-/// A file that cannot be written or read, or whose contents are not what qkv expects.
-struct IoError : Error {
-  using Error::Error;
-};
 
 namespace h5 {
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace qkv::cli {
+namespace qkv::app {
 
 /// Read `path` the way `load_checkpoint` and `inspect` do, in a forked child with bounded memory
 /// (its address space may grow by 2 GiB + 4x the file size) and time (`timeout_seconds`). Returns
@@ -16,4 +16,4 @@ namespace qkv::cli {
 /// QKV_NO_PROBE is set.
 void probe_checkpoint(const std::string& path, int timeout_seconds = 120);
 
-}  // namespace qkv::cli
+}  // namespace qkv::app

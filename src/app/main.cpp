@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Help for every command");
   int status = 0;
 
-  qkv::cli::TrainArgs t;
+  qkv::app::TrainArgs t;
   auto* train = app.add_subcommand("train", "Train a model from a YAML config");
   train->add_option("config", t.config, "YAML config file (see configs/)")->required();
   train->add_option("--set", t.overrides, "Override a config key: --set section.key=value (repeatable)")->type_name("KEY=VALUE");
@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
   train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(whole_number(0));
   train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(whole_number(0));
   train->add_flag("--quiet", t.quiet, "No progress output");
-  train->callback([&] { status = qkv::cli::train(t); });
+  train->callback([&] { status = qkv::app::train(t); });
 
   std::string ckpt;
   std::vector<std::string> eval_overrides;
@@ -80,11 +80,11 @@ int main(int argc, char** argv) {
   eval->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
   eval->add_option("--set", eval_overrides, "Override a task key: --set task.key=value")->type_name("KEY=VALUE");
   eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(whole_number(0));
-  eval->callback([&] { status = qkv::cli::eval(ckpt, eval_overrides, eval_threads); });
+  eval->callback([&] { status = qkv::app::eval(ckpt, eval_overrides, eval_threads); });
 
   auto* inspect = app.add_subcommand("inspect", "Show a checkpoint: HDF5 tree, shapes, statistics, config");
   inspect->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
-  inspect->callback([&] { status = qkv::cli::inspect(ckpt); });
+  inspect->callback([&] { status = qkv::app::inspect(ckpt); });
 
   std::size_t example = 0;
   std::string attn_out;
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   attention->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
   attention->add_option("--example", example, "Index into the held-out set");
   attention->add_option("--out", attn_out, "Also write the weights as CSV (layer,head,query,key,weight,...)");
-  attention->callback([&] { status = qkv::cli::attention(ckpt, example, attn_out); });
+  attention->callback([&] { status = qkv::app::attention(ckpt, example, attn_out); });
 
   std::size_t logits_count = 4;
   std::string logits_out;
@@ -100,12 +100,12 @@ int main(int argc, char** argv) {
   logits->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
   logits->add_option("--count", logits_count, "Number of held-out examples")->check(whole_number(1));
   logits->add_option("--out", logits_out, "Output file")->required();
-  logits->callback([&] { status = qkv::cli::logits(ckpt, logits_count, logits_out); });
+  logits->callback([&] { status = qkv::app::logits(ckpt, logits_count, logits_out); });
 
   auto* gradcheck = app.add_subcommand("gradcheck", "Gradient-check every layer in float64 and print a table");
-  gradcheck->callback([&] { status = qkv::cli::gradcheck(); });
+  gradcheck->callback([&] { status = qkv::app::gradcheck(); });
 
-  qkv::cli::SweepArgs s;
+  qkv::app::SweepArgs s;
   auto* sweep = app.add_subcommand("sweep", "Train a grid of overrides x seeds; gather results.csv");
   sweep->add_option("sweep", s.file, "Sweep file (YAML: base, set, grid, seeds, out)")->required();
   sweep->add_option("--set", s.overrides, "Override a key of the base config for every run")->type_name("KEY=VALUE");
@@ -113,10 +113,10 @@ int main(int argc, char** argv) {
   sweep->add_option("--jobs", s.jobs, "Runs at once in this process (per MPI rank)")->check(whole_number(1));
   sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(whole_number(0));
   sweep->add_flag("--dry-run", s.dry_run, "List the runs and exit");
-  sweep->callback([&] { status = qkv::cli::sweep(s); });
+  sweep->callback([&] { status = qkv::app::sweep(s); });
 
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
-  info->callback([&] { status = qkv::cli::info(); });
+  info->callback([&] { status = qkv::app::info(); });
 
   if (bad_command(app, argc, argv)) return 2;
   try {

@@ -25,7 +25,7 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-namespace qkv::cli {
+namespace qkv::app {
 namespace {
 
 // Exit statuses of the child. A read error is not the probe's business: the parent reads the
@@ -117,4 +117,4 @@ void probe_checkpoint(const std::string& path, int timeout_seconds) {
                     "file), and was not loaded");
 }
 
-}  // namespace qkv::cli
+}  // namespace qkv::app

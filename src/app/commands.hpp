@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::cli {
+namespace qkv::app {
 
 struct TrainArgs {
   std::string config;
@@ -38,4 +38,4 @@ struct SweepArgs {
 };
 int sweep(const SweepArgs& args);
 
-}  // namespace qkv::cli
+}  // namespace qkv::app

@@ -1,4 +1,4 @@
-#include "qkv/train/sweep.hpp"
+#include "sweep.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -22,7 +22,7 @@
 
 extern char** environ;
 
-namespace qkv::train {
+namespace qkv::app {
 namespace fs = std::filesystem;
 namespace {
 
@@ -297,4 +297,4 @@ int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) 
   return int(all_failures);
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::app

@@ -1,4 +1,4 @@
-#include "qkv/train/layer_checks.hpp"
+#include "gradchecks.hpp"
 
 #include <algorithm>
 
@@ -7,7 +7,7 @@
 #include "qkv/nn/transformer.hpp"
 #include "qkv/ops/attention.hpp"
 
-namespace qkv::train {
+namespace qkv::app {
 namespace {
 
 using V = Variable<double>;
@@ -153,4 +153,4 @@ std::vector<LayerCheckResult> run_layer_gradchecks() {
   return out;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::app

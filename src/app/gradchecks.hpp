@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace qkv::train {
+namespace qkv::app {
 
 struct LayerCheckResult {
   std::string name;
@@ -20,4 +20,4 @@ struct LayerCheckResult {
 /// post-LN) and both models, each checked with qkv::gradcheck over its inputs and parameters.
 std::vector<LayerCheckResult> run_layer_gradchecks();
 
-}  // namespace qkv::train
+}  // namespace qkv::app

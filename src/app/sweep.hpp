@@ -23,7 +23,7 @@
 
 #include "qkv/dist/comm.hpp"
 
-namespace qkv::train {
+namespace qkv::app {
 
 struct SweepRun {
   std::string name;                    ///< directory name, e.g. "heads=4_seed=1"
@@ -57,4 +57,4 @@ int run_sweep(const SweepPlan& plan, const SweepOptions& options, dist::Comm& co
 /// Gather <out>/runs/*/result.csv into <out>/results.csv (one row per run, plan order).
 void write_sweep_results(const SweepPlan& plan, const std::string& out);
 
-}  // namespace qkv::train
+}  // namespace qkv::app
