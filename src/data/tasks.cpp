@@ -29,9 +29,9 @@ class RowTask : public Task {
     Index* in = b.inputs.data();
     Index* tg = b.targets.data();
     Index* dec = s2s ? b.decoder_inputs.data() : nullptr;
-    const bool parallel = count >= 64 && !in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-    for (long r = 0; r < long(count); ++r) {
+    // Rows are independent (each has its own generator); batches of 64 rows and more are split
+    // over the threads.
+    parallel_for(count, kParallelMin / 64, [&](std::size_t r) {
       Generator gen(hash64(seed, first + std::uint64_t(r)));
       Index* target = tg + std::size_t(r) * Tt;
       fill(gen, in + std::size_t(r) * T, target);
@@ -40,8 +40,7 @@ class RowTask : public Task {
         d[0] = bos_id;
         std::copy(target, target + Tt - 1, d + 1);
       }
-    }
-    (void)parallel;
+    });
     return b;
   }
 

@@ -1,4 +1,5 @@
 #include "qkv/kernels/elementwise.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -55,13 +56,16 @@ void simd_zip(const T* a, const T* b, T* out, std::size_t n, F f) {
   using B = simd::Batch<T>;
   constexpr std::size_t W = simd::width<T>;
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (long c = 0; c < long(chunks); ++c) {
+  parallel_for(chunks, kChunk, [&](std::size_t c) {
     std::size_t i = std::size_t(c) * kChunk;
     const std::size_t end = std::min(n, i + kChunk);
-    for (; i + W <= end; i += W) f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
-    if (i < end) simd::store_tail(f(simd::load_tail(a + i, end - i, T(0)), simd::load_tail(b + i, end - i, T(0))), out + i, end - i);
-  }
+    for (; i + W <= end; i += W)
+      f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
+    if (i < end)
+      simd::store_tail(
+          f(simd::load_tail(a + i, end - i, T(0)), simd::load_tail(b + i, end - i, T(0))), out + i,
+          end - i);
+  });
 }
 
 }  // namespace
@@ -136,18 +140,18 @@ void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I
     const std::size_t blocks = (R + kBlock - 1) / kBlock;
     if (O == 1 && blocks > 1) {
       PooledVector<T> partial(blocks);
-#pragma omp parallel for schedule(static) if (R > kParallelMin)
-      for (long blk = 0; blk < long(blocks); ++blk) partial[std::size_t(blk)] = block_sum(0, std::size_t(blk));
+      parallel_for(blocks, kBlock, [&](std::size_t blk) {
+        partial[std::size_t(blk)] = block_sum(0, std::size_t(blk));
+      });
       T s = T(0);
       for (T v : partial) s += v;
       out[0] = s;
     } else {
-#pragma omp parallel for schedule(static) if (O * R > kParallelMin)
-      for (long o = 0; o < long(O); ++o) {
+      parallel_for(O, R, [&](std::size_t o) {
         T s = T(0);
         for (std::size_t blk = 0; blk < blocks; ++blk) s += block_sum(std::size_t(o), blk);
         out[o] = s;
-      }
+      });
     }
     return;
   }
@@ -155,8 +159,7 @@ void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I
   // threads can split (O, tile) pairs; the inner loop vectorises.
   static constexpr std::size_t kTile = 64;
   const std::size_t tiles = (I + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static) if (O * R * I > kParallelMin)
-  for (long w = 0; w < long(O * tiles); ++w) {
+  parallel_for(O * tiles, R * kTile, [&](std::size_t w) {
     const std::size_t o = std::size_t(w) / tiles, i0 = (std::size_t(w) % tiles) * kTile;
     const std::size_t len = std::min(kTile, I - i0);
     T* dst = out + o * I + i0;
@@ -166,7 +169,7 @@ void sum_middle(const T* in, T* out, std::size_t O, std::size_t R, std::size_t I
       const T* row = src + r * I;
       for (std::size_t t = 0; t < len; ++t) dst[t] += row[t];
     }
-  }
+  });
 }
 
 template <class T>
@@ -218,8 +221,7 @@ void sum_axes(const T* in, const Shape& shape, const bool* reduce, T* out) {
 
 template <class T>
 void max_middle(const T* in, T* out, std::int64_t* arg, std::size_t O, std::size_t R, std::size_t I) {
-#pragma omp parallel for schedule(static) if (O * R * I > kParallelMin)
-  for (long w = 0; w < long(O * I); ++w) {
+  parallel_for(O * I, R, [&](std::size_t w) {
     const std::size_t o = std::size_t(w) / I, i = std::size_t(w) % I;
     const T* p = in + o * R * I + i;
     T best = p[0];
@@ -233,16 +235,17 @@ void max_middle(const T* in, T* out, std::int64_t* arg, std::size_t O, std::size
     }
     out[w] = best;
     arg[w] = std::int64_t(at);
-  }
+  });
 }
 
 template <class T>
 void copy_rows(const T* src, std::size_t src_stride, T* dst, std::size_t dst_stride, std::size_t O,
                std::size_t len) {
   if (len == 0) return;  // empty rows: src/dst may be null, which memcpy does not allow
-#pragma omp parallel for schedule(static) if (O * len > kParallelMin)
-  for (long o = 0; o < long(O); ++o)
-    std::memcpy(dst + std::size_t(o) * dst_stride, src + std::size_t(o) * src_stride, len * sizeof(T));
+  parallel_for(O, len, [&](std::size_t o) {
+    std::memcpy(dst + std::size_t(o) * dst_stride, src + std::size_t(o) * src_stride,
+                len * sizeof(T));
+  });
 }
 
 template <class T>
@@ -280,8 +283,7 @@ void permute(const T* in, const Shape& shape, const std::size_t* perm, T* out) {
     // the rows read and the rows written stay in cache.
     static constexpr std::size_t kTile = 32;
     const std::size_t A = dims[rank - 2], planes = n / (A * inner), a_tiles = (A + kTile - 1) / kTile;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-    for (long w = 0; w < long(planes * a_tiles); ++w) {
+    parallel_for(planes * a_tiles, kTile * inner, [&](std::size_t w) {
       std::size_t plane = std::size_t(w) / a_tiles, base = 0;
       const std::size_t a0 = (std::size_t(w) % a_tiles) * kTile, a1 = std::min(A, a0 + kTile);
       T* dst = out + (std::size_t(w) / a_tiles) * A * inner;
@@ -297,12 +299,11 @@ void permute(const T* in, const Shape& shape, const std::size_t* perm, T* out) {
           for (std::size_t b = b0; b < b1; ++b) row[b] = src[b * s_inner];
         }
       }
-    }
+    });
     return;
   }
   const std::size_t rows = n / inner;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (long r = 0; r < long(rows); ++r) {
+  parallel_for(rows, inner, [&](std::size_t r) {
     std::size_t row = std::size_t(r), offset = 0;
     for (std::size_t k = rank - 1; k-- > 0;) {
       offset += (row % dims[k]) * strides[k];
@@ -314,7 +315,7 @@ void permute(const T* in, const Shape& shape, const std::size_t* perm, T* out) {
       std::memcpy(dst, src, inner * sizeof(T));
     else
       for (std::size_t t = 0; t < inner; ++t) dst[t] = src[t * s_inner];
-  }
+  });
 }
 
 #define QKV_INSTANTIATE(T)                                                                          \

@@ -4,18 +4,17 @@
 #include <cmath>
 
 #include "qkv/tensor/allocator.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 namespace qkv::kernels {
 namespace {
-constexpr std::size_t kParallelMin = 16384;  // elements below which one thread is faster
 constexpr std::size_t kRowChunk = 32;        // rows per dgamma/dbeta partial sum (fixed: determinism)
 }  // namespace
 
 template <class T>
 void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, const T* beta, std::size_t rows,
                         std::size_t C, T eps) {
-#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
-  for (long r = 0; r < long(rows); ++r) {
+  parallel_for(rows, 2 * C, [&](std::size_t r) {
     const T* X = x + std::size_t(r) * C;
     T* Y = y + std::size_t(r) * C;
     // Two passes (mean, then squared deviations): the one-pass E[x^2] - E[x]^2 cancels
@@ -37,7 +36,7 @@ void layer_norm_forward(T* y, T* mean, T* rstd, const T* x, const T* gamma, cons
       const T h = T((X[j] - m) * rs);
       Y[j] = (gamma ? h * gamma[j] : h) + (beta ? beta[j] : T(0));
     }
-  }
+  });
 }
 
 template <class T>
@@ -50,8 +49,7 @@ void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, co
   const bool params = dgamma || dbeta;
   const std::size_t chunks = (rows + kRowChunk - 1) / kRowChunk;
   PooledVector<double> partial(params ? chunks * 2 * C : 0);
-#pragma omp parallel for schedule(static) if (rows * C >= kParallelMin)
-  for (long k = 0; k < long(chunks); ++k) {
+  parallel_for(chunks, 2 * kRowChunk * C, [&](std::size_t k) {
     double* pg = params ? partial.data() + std::size_t(k) * 2 * C : nullptr;
     double* pb = params ? pg + C : nullptr;
     if (params) std::fill(pg, pg + 2 * C, 0.0);
@@ -91,10 +89,9 @@ void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, co
         D[j] = rs * (g - mg - ((X[j] - m) * rs) * mgh);
       }
     }
-  }
+  });
   if (!params) return;
-#pragma omp parallel for schedule(static) if (chunks * C >= kParallelMin)
-  for (long j = 0; j < long(C); ++j) {
+  parallel_for(C, 2 * chunks, [&](std::size_t j) {
     double sg = 0, sb = 0;
     for (std::size_t k = 0; k < chunks; ++k) {
       sg += partial[k * 2 * C + std::size_t(j)];
@@ -102,7 +99,7 @@ void layer_norm_backward(T* dx, T* dgamma, T* dbeta, const T* dy, const T* x, co
     }
     if (dgamma) dgamma[j] = T(sg);
     if (dbeta) dbeta[j] = T(sb);
-  }
+  });
 }
 
 template void layer_norm_forward<float>(float*, float*, float*, const float*, const float*, const float*,

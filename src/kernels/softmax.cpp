@@ -1,4 +1,5 @@
 #include "qkv/kernels/softmax.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 #include <cmath>
 #include <limits>
@@ -14,8 +15,6 @@ using simd::width;
 template <class T>
 constexpr T ninf = -std::numeric_limits<T>::infinity();
 
-// Below this many elements a tensor is done on one thread (thread start-up costs more).
-constexpr std::size_t kParallelMin = 16384;
 // Inner-dimension block of the strided path: one block's maxima and sums live on the stack.
 constexpr std::size_t kBlock = 64;
 
@@ -23,12 +22,10 @@ constexpr std::size_t kBlock = 64;
 template <class F>
 void for_strided_blocks(std::size_t outer, std::size_t n, std::size_t inner, F&& body) {
   const std::size_t blocks = (inner + kBlock - 1) / kBlock;
-  const long total = long(outer * blocks);
-#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelMin)
-  for (long t = 0; t < total; ++t) {
-    const std::size_t o = std::size_t(t) / blocks, j0 = (std::size_t(t) % blocks) * kBlock;
+  parallel_for(outer * blocks, 2 * n * kBlock, [&](std::size_t t) {
+    const std::size_t o = t / blocks, j0 = (t % blocks) * kBlock;
     body(o, j0, std::min(kBlock, inner - j0));
-  }
+  });
 }
 
 // One strided block (w <= kBlock columns of an (n, inner) slice starting at X): column maxima m
@@ -125,8 +122,9 @@ T row_logsumexp(const T* x, std::size_t n) {
 template <class T>
 void softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::size_t inner) {
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * n >= kParallelMin)
-    for (long r = 0; r < long(outer); ++r) row_softmax(y + std::size_t(r) * n, x + std::size_t(r) * n, n);
+    parallel_for(outer, 2 * n, [&](std::size_t r) {
+      row_softmax(y + std::size_t(r) * n, x + std::size_t(r) * n, n);
+    });
     return;
   }
   for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
@@ -143,9 +141,9 @@ void softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::si
 template <class T>
 void log_softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::size_t inner) {
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * n >= kParallelMin)
-    for (long r = 0; r < long(outer); ++r)
+    parallel_for(outer, 2 * n, [&](std::size_t r) {
       row_log_softmax(y + std::size_t(r) * n, x + std::size_t(r) * n, n);
+    });
     return;
   }
   for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
@@ -165,8 +163,7 @@ void softmax_backward(T* dx, const T* dy, const T* y, std::size_t outer, std::si
   // In the forward pass y = softmax(x), so dx_i = sum_j dy_j y_j (delta_ij - y_i)
   // = y_i (dy_i - sum_j dy_j y_j). A fully masked slice has y = 0 and gets dx = 0.
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * n >= kParallelMin)
-    for (long r = 0; r < long(outer); ++r) {
+    parallel_for(outer, 2 * n, [&](std::size_t r) {
       const std::size_t off = std::size_t(r) * n;
       const T *Y = y + off, *G = dy + off;
       T dot = 0;
@@ -175,7 +172,7 @@ void softmax_backward(T* dx, const T* dy, const T* y, std::size_t outer, std::si
       T* D = dx + off;
 #pragma omp simd
       for (std::size_t j = 0; j < n; ++j) D[j] = Y[j] * (G[j] - dot);
-    }
+    });
     return;
   }
   for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
@@ -197,8 +194,7 @@ void log_softmax_backward(T* dx, const T* dy, const T* y, std::size_t outer, std
   // In the forward pass y = x - logsumexp(x), so dx_i = dy_i - softmax_i sum_j dy_j with
   // softmax = exp(y). A fully masked slice (every y = -inf) is constant: dx = 0.
   if (inner == 1) {
-#pragma omp parallel for schedule(static) if (outer * n >= kParallelMin)
-    for (long r = 0; r < long(outer); ++r) {
+    parallel_for(outer, 2 * n, [&](std::size_t r) {
       const std::size_t off = std::size_t(r) * n;
       const T *Y = y + off, *G = dy + off;
       T* D = dx + off;
@@ -207,12 +203,12 @@ void log_softmax_backward(T* dx, const T* dy, const T* y, std::size_t outer, std
       for (std::size_t j = 0; j < n; ++j) sum += G[j];
       if (row_max(Y, n) == ninf<T>) {
         std::fill(D, D + n, T(0));
-        continue;
+        return;
       }
       row_exp_shift(D, Y, n, T(0));
 #pragma omp simd
       for (std::size_t j = 0; j < n; ++j) D[j] = G[j] - D[j] * sum;
-    }
+    });
     return;
   }
   for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {

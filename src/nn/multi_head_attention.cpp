@@ -13,27 +13,6 @@ namespace {
 
 constexpr const char* kWho = "MultiHeadAttention";
 
-// A shape left-padded with 1s to rank 4.
-Shape rank4(const Shape& s, const char* what) {
-  if (s.size() > 4)
-    throw ShapeError(std::string(kWho) + ": " + what + " of shape " + shape_str(s) +
-                     " has more than 4 dimensions (expected broadcastable to (B, H, Tq, Tk))");
-  Shape out(4 - s.size(), 1);
-  out.insert(out.end(), s.begin(), s.end());
-  return out;
-}
-
-// Row-major strides of a rank-4 shape, 0 along size-1 dimensions (so they broadcast).
-std::array<std::size_t, 4> broadcast_strides(const Shape& s) {
-  std::array<std::size_t, 4> st{};
-  std::size_t step = 1;
-  for (int d = 3; d >= 0; --d) {
-    st[d] = s[d] == 1 ? 0 : step;
-    step *= s[d];
-  }
-  return st;
-}
-
 // qkv polarity (true = may attend) of a PyTorch key_padding_mask (B, Tk), true = ignore, as
 // (B, 1, 1, Tk), ANDed with the optional boolean attn_mask (broadcast).
 Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::size_t B, std::size_t Tk) {
@@ -46,10 +25,13 @@ Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::
     for (std::size_t i = 0; i < B * Tk; ++i) keep.data()[i] = !padding.data()[i];
     return keep;
   }
-  const Shape a_shape = rank4(Shape(allowed->shape().begin(), allowed->shape().end()), "attn_mask");
+  const Shape a_shape(allowed->shape().begin(), allowed->shape().end());
+  if (a_shape.size() > 4)
+    throw ShapeError(std::string(kWho) + ": attn_mask of shape " + shape_str(a_shape) +
+                     " has more than 4 dimensions (expected broadcastable to (B, H, Tq, Tk))");
   const Shape out_shape = broadcast_shapes(keep_shape, a_shape, "MultiHeadAttention: key_padding_mask and attn_mask");
-  const auto ks = broadcast_strides(keep_shape);
-  const auto as = broadcast_strides(a_shape);
+  const auto ks = mask_strides(keep_shape, out_shape, std::string(kWho) + ": key_padding_mask");
+  const auto as = mask_strides(a_shape, out_shape, std::string(kWho) + ": attn_mask");
   Mask out = Mask::from_shape({out_shape[0], out_shape[1], out_shape[2], out_shape[3]});
   bool* o = out.data();
   const bool* a = allowed->data();
@@ -58,8 +40,8 @@ Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::
     for (std::size_t i1 = 0; i1 < out_shape[1]; ++i1)
       for (std::size_t i2 = 0; i2 < out_shape[2]; ++i2)
         for (std::size_t i3 = 0; i3 < out_shape[3]; ++i3) {
-          const std::size_t ki = i0 * ks[0] + i3 * ks[3];
-          const std::size_t ai = i0 * as[0] + i1 * as[1] + i2 * as[2] + i3 * as[3];
+          const std::size_t ki = i0 * ks.b + i3 * ks.j;
+          const std::size_t ai = i0 * as.b + i1 * as.h + i2 * as.i + i3 * as.j;
           *o++ = !p[ki] && a[ai];
         }
   return out;

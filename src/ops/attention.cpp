@@ -34,26 +34,6 @@ Dims check_shapes(const Variable<T>& q, const Variable<T>& k, const Variable<T>&
   return {sq[0], sq[1], sq[2], sk[2], sq[3], sv[3]};
 }
 
-// Strides that read a mask of shape `shape` as if broadcast (NumPy rules) to `target` (rank 4).
-kernels::Strides4 broadcast_strides(const Shape& shape, const Shape& target, const char* name) {
-  std::size_t strides[4] = {0, 0, 0, 0};
-  bool ok = shape.size() <= 4;
-  std::size_t stride = 1;
-  for (std::size_t d = shape.size(); ok && d-- > 0;) {
-    const std::size_t t = 4 - shape.size() + d;
-    if (shape[d] == target[t])
-      strides[t] = target[t] == 1 ? 0 : stride;
-    else if (shape[d] != 1)
-      ok = false;
-    stride *= shape[d];
-  }
-  if (!ok)
-    throw ShapeError(
-        std::string(kOp) + ": " + name + " mask of shape " + shape_str(shape) +
-        " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target));
-  return {strides[0], strides[1], strides[2], strides[3]};
-}
-
 template <class T>
 kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causal,
                                         const Dims& dims) {
@@ -62,12 +42,12 @@ kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causa
   if (mask.allowed) {
     m.allowed = mask.allowed->data();
     m.allowed_strides =
-        broadcast_strides(Shape(mask.allowed->shape().begin(), mask.allowed->shape().end()),
-                          dims.scores(), "boolean");
+        mask_strides(Shape(mask.allowed->shape().begin(), mask.allowed->shape().end()), dims.scores(),
+                     std::string(kOp) + ": boolean mask");
   }
   if (mask.bias) {
     m.bias = mask.bias->data();
-    m.bias_strides = broadcast_strides(mask.bias->shape(), dims.scores(), "float");
+    m.bias_strides = mask_strides(mask.bias->shape(), dims.scores(), std::string(kOp) + ": float mask");
   }
   return m;
 }
@@ -140,6 +120,24 @@ AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const V
 }
 
 }  // namespace
+
+kernels::Strides4 mask_strides(const Shape& shape, const Shape& target, const std::string& what) {
+  std::size_t strides[4] = {0, 0, 0, 0};
+  bool ok = shape.size() <= 4 && target.size() == 4;
+  std::size_t stride = 1;
+  for (std::size_t d = shape.size(); ok && d-- > 0;) {
+    const std::size_t t = 4 - shape.size() + d;
+    if (shape[d] == target[t])
+      strides[t] = target[t] == 1 ? 0 : stride;
+    else if (shape[d] != 1)
+      ok = false;
+    stride *= shape[d];
+  }
+  if (!ok)
+    throw ShapeError(what + " of shape " + shape_str(shape) +
+                     " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target));
+  return {strides[0], strides[1], strides[2], strides[3]};
+}
 
 template <class T>
 AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k,

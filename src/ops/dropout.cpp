@@ -1,4 +1,5 @@
 #include "qkv/ops/dropout.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 #include <sstream>
 
@@ -10,11 +11,10 @@ namespace {
 // as much as reading a stored mask, and the backward needs no memory.
 template <class T>
 void apply_mask(T* out, const T* in, std::size_t n, std::uint64_t seed, std::uint64_t first, double p, T scale) {
-#pragma omp parallel for schedule(static) if (n >= 32768)
-  for (long i = 0; i < long(n); ++i) {
+  parallel_for(n, 1, [&](std::size_t i) {
     const bool keep = uniform_at(seed, first + std::uint64_t(i)) >= p;
     out[i] = keep ? in[i] * scale : T(0);
-  }
+  });
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include "qkv/ops/embedding.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 #include <algorithm>
 #include <vector>
@@ -34,8 +35,9 @@ Variable<T> embedding(const Variable<T>& weight, const IndexArray& ids) {
   Array<T> out = Array<T>::from_shape(out_shape);
   const T* W = weight.data();
   T* O = out.data();
-#pragma omp parallel for schedule(static) if (n * C >= 32768)
-  for (long i = 0; i < long(n); ++i) std::copy_n(W + std::size_t(id[i]) * C, C, O + std::size_t(i) * C);
+  parallel_for(n, C, [&](std::size_t i) {
+    std::copy_n(W + std::size_t(id[i]) * C, C, O + std::size_t(i) * C);
+  });
 
   return record_op<T>("embedding", std::move(out), needs_grad(weight), [weight, ids, V, C](const Array<T>& gy) {
     // out[i] = weight[id_i], so dweight[v] = sum of dout[i] over the positions i with id_i = v.
@@ -53,15 +55,14 @@ Variable<T> embedding(const Variable<T>& weight, const IndexArray& ids) {
     Array<T> gw = zeros<T>({V, C});
     const T* G = gy.data();
     T* GW = gw.data();
-#pragma omp parallel for schedule(dynamic, 16) if (n * C >= 32768)
-    for (long v = 0; v < long(V); ++v) {
+    parallel_for(V, n * C / std::max<std::size_t>(V, 1) + 1, [&](std::size_t v) {
       T* dst = GW + std::size_t(v) * C;
       for (std::size_t k = start[std::size_t(v)]; k < start[std::size_t(v) + 1]; ++k) {
         const T* src = G + order[k] * C;
 #pragma omp simd
         for (std::size_t j = 0; j < C; ++j) dst[j] += src[j];
       }
-    }
+    });
     weight.accumulate_grad(std::move(gw), "embedding");
   });
 }

@@ -16,8 +16,8 @@ enum class Batching { Equal, SharedB, SharedA };
 template <class F>
 void for_each_batch(std::size_t batch, F&& body) {
   if (batch >= std::size_t(num_threads()) && !in_parallel()) {
-#pragma omp parallel for schedule(static)
-    for (long i = 0; i < long(batch); ++i) body(std::size_t(i), true);
+    parallel_for(batch, kParallelMin,
+                 [&](std::size_t i) { body(i, true); });  // a GEMM per index: always worth a thread
   } else {
     for (std::size_t i = 0; i < batch; ++i) body(i, false);
   }
@@ -138,8 +138,7 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
   if (bias.defined()) {
     const T* b = bias.data();
     T* Y = y.data();
-#pragma omp parallel for schedule(static) if (rows * out > 32768)
-    for (long r = 0; r < long(rows); ++r) std::copy(b, b + out, Y + std::size_t(r) * out);
+    parallel_for(rows, out, [&](std::size_t r) { std::copy(b, b + out, Y + r * out); });
     beta = T(1);
   }
   gemm<T>(false, true, rows, out, in, T(1), x.data(), in, weight.data(), in, beta, y.data(), out);

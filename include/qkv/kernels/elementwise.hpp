@@ -4,20 +4,19 @@
 /// and sum / max reductions along collapsed axes. No autograd here.
 ///
 /// Every kernel splits its work by the output elements each thread writes, and reductions add in
-/// a fixed order, so results are bitwise identical for any thread count. Loops fork OpenMP
-/// threads only above kParallelMin elements (below that the fork costs more than it saves).
+/// a fixed order, so results are bitwise identical for any thread count. Loops run through
+/// parallel_for (kernels/parallel.hpp), which forks only above kParallelMin elements of work.
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "qkv/kernels/parallel.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::kernels {
 
-/// Work below this many elements runs on the calling thread.
-inline constexpr std::size_t kParallelMin = 32768;
 /// Elements per parallel work item of the flat and broadcast maps.
 inline constexpr std::size_t kChunk = 8192;
 
@@ -25,22 +24,20 @@ inline constexpr std::size_t kChunk = 8192;
 template <class TA, class TO, class F>
 void map(const TA* a, TO* out, std::size_t n, F f) {
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (long c = 0; c < long(chunks); ++c) {
+  parallel_for(chunks, kChunk, [&](std::size_t c) {
     const std::size_t lo = std::size_t(c) * kChunk, hi = std::min(n, lo + kChunk);
     for (std::size_t i = lo; i < hi; ++i) out[i] = f(a[i]);
-  }
+  });
 }
 
 /// out[i] = f(a[i], b[i]) for i < n (out may alias a or b).
 template <class TA, class TB, class TO, class F>
 void zip(const TA* a, const TB* b, TO* out, std::size_t n, F f) {
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (long c = 0; c < long(chunks); ++c) {
+  parallel_for(chunks, kChunk, [&](std::size_t c) {
     const std::size_t lo = std::size_t(c) * kChunk, hi = std::min(n, lo + kChunk);
     for (std::size_t i = lo; i < hi; ++i) out[i] = f(a[i], b[i]);
-  }
+  });
 }
 
 /// GELU over n values, vectorised with xsimd (erf and tanh have no vectorised libm form):
@@ -71,8 +68,7 @@ void broadcast_map(const TA* a, const TB* b, TO* out, const BroadcastPlan& p, F 
   const std::size_t n = p.n, rank = p.dims.size(), inner = p.dims.back();
   const std::size_t sa = p.stride_a.back(), sb = p.stride_b.back();
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelMin)
-  for (long c = 0; c < long(chunks); ++c) {
+  parallel_for(chunks, kChunk, [&](std::size_t c) {
     std::size_t i = std::size_t(c) * kChunk;
     const std::size_t end = std::min(n, i + kChunk);
     while (i < end) {
@@ -103,7 +99,7 @@ void broadcast_map(const TA* a, const TB* b, TO* out, const BroadcastPlan& p, F 
       }
       i += len;
     }
-  }
+  });
 }
 
 /// out (shape `out_shape`) = src (shape `src_shape`, which broadcasts to it) times `scale`.

@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "qkv/autograd/variable.hpp"
+#include "qkv/kernels/attention.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv {
@@ -55,6 +56,12 @@ struct AttentionOutput {
   /// Composite: part of the graph. Fused: a detached copy (gradients flow through `output`).
   Variable<T> weights;
 };
+
+/// Element strides that read a mask of `shape` as if broadcast (NumPy rules, rank <= 4) to the
+/// rank-4 `target` (B, H, Tq, Tk): element (b, h, i, j) is at b*s.b + h*s.h + i*s.i + j*s.j, a
+/// stride of 0 repeating a dimension. Throws ShapeError "<what> of shape ... does not broadcast to
+/// the scores' shape (B, H, Tq, Tk) = ..." otherwise. The one mask-broadcast rule of qkv.
+kernels::Strides4 mask_strides(const Shape& shape, const Shape& target, const std::string& what);
 
 /// See the file comment. Throws ShapeError on mismatched shapes (naming q, k, v, mask and their
 /// shapes) and ValueError on dropout_p outside [0, 1).
