@@ -56,15 +56,21 @@ Tape& Tape::current() {
 }
 
 void Tape::run_backward() {
-  // Closures may not record (they run with grad disabled), so the records are stable here.
-  // The tape is released even when a closure throws, so that a failed backward leaves no stale
-  // records for the next one to run.
+  // Closures may not record (they run with grad disabled), so the records are stable here. Each
+  // record is destroyed as soon as it has run, so that what it held (inputs' values, saved
+  // statistics) is freed during backward rather than after it. The tape is released even when a
+  // closure throws, so that a failed backward leaves no stale records for the next one to run.
   NoGradGuard guard;
   struct Release {
     Tape& tape;
     ~Release() { tape.clear(); }
   } release{*this};
-  for (std::size_t i = records_.size(); i-- > 0;) records_[i].run(records_[i].fn);
+  while (!records_.empty()) {
+    Record& r = records_.back();
+    r.run(r.fn);
+    r.destroy(r.fn);
+    records_.pop_back();
+  }
 }
 
 void Tape::clear() {

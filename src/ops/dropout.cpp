@@ -34,7 +34,7 @@ Variable<T> dropout(const Variable<T>& x, double p, bool training, Generator& ge
   Array<T> y = Array<T>::from_shape(x.shape());
   apply_mask(y.data(), x.data(), n, seed, first, p, scale);
 
-  return record_op<T>("dropout", std::move(y), needs_grad(x), [x, n, seed, first, p, scale](const Array<T>& gy) {
+  return record_op<T>("dropout", std::move(y), needs_grad(x), [x = x.without_value(), n, seed, first, p, scale](const Array<T>& gy) {
     // y = x * mask / (1 - p), so dx = dy * mask / (1 - p), with the same mask.
     Array<T> gx = Array<T>::from_shape(x.shape());
     apply_mask(gx.data(), gy.data(), n, seed, first, p, scale);

@@ -36,6 +36,12 @@ Array<T> broadcast(const Array<T>& a, const Array<T>& b, const Shape& shape, F f
   return out;
 }
 
+// x itself when a backward reads its value (`needed`), else a handle without the value.
+template <class T>
+Variable<T> keep_if(const Variable<T>& x, bool needed) {
+  return needed ? x : x.without_value();
+}
+
 // Add a gradient of the output's (broadcast) shape into x, summed down to x's shape.
 template <class T>
 void accumulate(const Variable<T>& x, const Array<T>& g, const char* op) {
@@ -93,7 +99,7 @@ template <class T>
 Variable<T> add(const Variable<T>& a, const Variable<T>& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "add");
   Array<T> y = broadcast(a.value(), b.value(), shape, [](T x, T z) { return x + z; });
-  return record_op<T>("add", std::move(y), needs_grad(a, b), [a, b](const Array<T>& g) {
+  return record_op<T>("add", std::move(y), needs_grad(a, b), [a = a.without_value(), b = b.without_value()](const Array<T>& g) {
     // y = a + b: each input gets g, summed over the dimensions it was broadcast along.
     if (a.requires_grad()) accumulate(a, g, "add");
     if (b.requires_grad()) accumulate(b, g, "add");
@@ -104,7 +110,7 @@ template <class T>
 Variable<T> sub(const Variable<T>& a, const Variable<T>& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "sub");
   Array<T> y = broadcast(a.value(), b.value(), shape, [](T x, T z) { return x - z; });
-  return record_op<T>("sub", std::move(y), needs_grad(a, b), [a, b](const Array<T>& g) {
+  return record_op<T>("sub", std::move(y), needs_grad(a, b), [a = a.without_value(), b = b.without_value()](const Array<T>& g) {
     if (a.requires_grad()) accumulate(a, g, "sub");
     if (b.requires_grad()) accumulate(b, map(g, [](T v) { return -v; }), "sub");
   });
@@ -115,7 +121,8 @@ Variable<T> mul(const Variable<T>& a, const Variable<T>& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), "mul");
   auto times = [](T x, T z) { return x * z; };
   Array<T> y = broadcast(a.value(), b.value(), shape, times);
-  return record_op<T>("mul", std::move(y), needs_grad(a, b), [a, b, shape, times](const Array<T>& g) {
+  return record_op<T>("mul", std::move(y), needs_grad(a, b),
+                      [a = keep_if(a, b.requires_grad()), b = keep_if(b, a.requires_grad()), shape, times](const Array<T>& g) {
     // y = a * b: da = g * b, db = g * a (each summed back to its input's shape).
     if (a.requires_grad()) accumulate(a, broadcast(g, b.value(), shape, times), "mul");
     if (b.requires_grad()) accumulate(b, broadcast(g, a.value(), shape, times), "mul");
@@ -138,7 +145,7 @@ Variable<T> div(const Variable<T>& a, const Variable<T>& b) {
 
 template <class T>
 Variable<T> neg(const Variable<T>& a) {
-  return record_op<T>("neg", map(a.value(), [](T x) { return -x; }), needs_grad(a), [a](const Array<T>& g) {
+  return record_op<T>("neg", map(a.value(), [](T x) { return -x; }), needs_grad(a), [a = a.without_value()](const Array<T>& g) {
     a.accumulate_grad(map(g, [](T v) { return -v; }), "neg");
   });
 }
@@ -146,13 +153,13 @@ Variable<T> neg(const Variable<T>& a) {
 template <class T>
 Variable<T> add_scalar(const Variable<T>& a, T s) {
   return record_op<T>("add_scalar", map(a.value(), [s](T x) { return x + s; }), needs_grad(a),
-                      [a](const Array<T>& g) { a.accumulate_grad(g, "add_scalar"); });
+                      [a = a.without_value()](const Array<T>& g) { a.accumulate_grad(g, "add_scalar"); });
 }
 
 template <class T>
 Variable<T> mul_scalar(const Variable<T>& a, T s) {
   return record_op<T>("mul_scalar", map(a.value(), [s](T x) { return x * s; }), needs_grad(a),
-                      [a, s](const Array<T>& g) {
+                      [a = a.without_value(), s](const Array<T>& g) {
                         a.accumulate_grad(map(g, [s](T v) { return v * s; }), "mul_scalar");
                       });
 }
@@ -160,7 +167,7 @@ Variable<T> mul_scalar(const Variable<T>& a, T s) {
 template <class T>
 Variable<T> rsub_scalar(const Variable<T>& a, T s) {
   return record_op<T>("rsub_scalar", map(a.value(), [s](T x) { return s - x; }), needs_grad(a),
-                      [a](const Array<T>& g) {
+                      [a = a.without_value()](const Array<T>& g) {
                         a.accumulate_grad(map(g, [](T v) { return -v; }), "rsub_scalar");
                       });
 }
@@ -178,7 +185,7 @@ Variable<T> rdiv_scalar(const Variable<T>& a, T s) {
 template <class T>
 Variable<T> exp(const Variable<T>& a) {
   return record_op<T>("exp", map(a.value(), [](T x) { return std::exp(x); }), needs_grad(a),
-                      [a](const Array<T>& g, const Array<T>& y) {
+                      [a = a.without_value()](const Array<T>& g, const Array<T>& y) {
                         a.accumulate_grad(zip(g, y, [](T v, T e) { return v * e; }), "exp");
                       });
 }
@@ -193,7 +200,7 @@ Variable<T> log(const Variable<T>& a) {
 template <class T>
 Variable<T> sqrt(const Variable<T>& a) {
   return record_op<T>("sqrt", map(a.value(), [](T x) { return std::sqrt(x); }), needs_grad(a),
-                      [a](const Array<T>& g, const Array<T>& y) {
+                      [a = a.without_value()](const Array<T>& g, const Array<T>& y) {
                         a.accumulate_grad(zip(g, y, [](T v, T r) { return v / (T(2) * r); }), "sqrt");
                       });
 }
@@ -212,7 +219,7 @@ Variable<T> pow(const Variable<T>& a, T p) {
 template <class T>
 Variable<T> tanh(const Variable<T>& a) {
   return record_op<T>("tanh", map(a.value(), [](T x) { return std::tanh(x); }), needs_grad(a),
-                      [a](const Array<T>& g, const Array<T>& y) {
+                      [a = a.without_value()](const Array<T>& g, const Array<T>& y) {
                         a.accumulate_grad(zip(g, y, [](T v, T t) { return v * (T(1) - t * t); }), "tanh");
                       });
 }
@@ -246,7 +253,7 @@ Variable<T> masked_fill(const Variable<T>& a, const Mask& mask, T value) {
   const k::BroadcastPlan plan = k::broadcast_plan(a.shape(), mshape, a.shape());
   Array<T> y = Array<T>::from_shape(a.shape());
   k::broadcast_map(a.data(), mask.data(), y.data(), plan, [value](T x, bool m) { return m ? value : x; });
-  return record_op<T>("masked_fill", std::move(y), needs_grad(a), [a, mask, plan](const Array<T>& g) {
+  return record_op<T>("masked_fill", std::move(y), needs_grad(a), [a = a.without_value(), mask, plan](const Array<T>& g) {
     // Filled positions are constants: no gradient flows to a there.
     Array<T> ga = Array<T>::from_shape(a.shape());
     k::broadcast_map(g.data(), mask.data(), ga.data(), plan, [](T v, bool m) { return m ? T(0) : v; });

@@ -39,7 +39,7 @@ Variable<T> embedding(const Variable<T>& weight, const IndexArray& ids) {
     std::copy_n(W + std::size_t(id[i]) * C, C, O + std::size_t(i) * C);
   });
 
-  return record_op<T>("embedding", std::move(out), needs_grad(weight), [weight, ids, V, C](const Array<T>& gy) {
+  return record_op<T>("embedding", std::move(out), needs_grad(weight), [weight = weight.without_value(), ids, V, C](const Array<T>& gy) {
     // out[i] = weight[id_i], so dweight[v] = sum of dout[i] over the positions i with id_i = v.
     // Several positions may share an id, so threads split the ids, not the positions: a stable
     // counting sort groups the positions by id (in position order), then each weight row is

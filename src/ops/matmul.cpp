@@ -81,12 +81,15 @@ Variable<T> matmul(const Variable<T>& a, const Variable<T>& b) {
     });
   }
 
-  return record_op<T>("matmul", std::move(c), needs_grad(a, b), [a, b, mode, batch, M, N, K](const Array<T>& gc) {
+  return record_op<T>("matmul", std::move(c), needs_grad(a, b),
+                      // dA reads B, dB reads A: keep only the values a gradient needs.
+                      [a = b.requires_grad() ? a : a.without_value(), b = a.requires_grad() ? b : b.without_value(),
+                       mode, batch, M, N, K](const Array<T>& gc) {
     // In the forward pass C = A @ B, so dA = dC @ B^T and dB = A^T @ dC, per batch entry; a shared
     // operand sums the products of every batch entry.
     const T* G = gc.data();
-    const T* A = a.data();
-    const T* B = b.data();
+    const T* A = a.holds_value() ? a.data() : nullptr;  // read only when the other side needs a gradient
+    const T* B = b.holds_value() ? b.data() : nullptr;
     if (a.requires_grad()) {
       Array<T> ga = Array<T>::from_shape(a.shape());
       T* GA = ga.data();
@@ -144,7 +147,11 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
   gemm<T>(false, true, rows, out, in, T(1), x.data(), in, weight.data(), in, beta, y.data(), out);
 
   const bool grad = bias.defined() ? needs_grad(x, weight, bias) : needs_grad(x, weight);
-  return record_op<T>("linear", std::move(y), grad, [x, weight, bias, rows, in, out](const Array<T>& gy) {
+  return record_op<T>("linear", std::move(y), grad,
+                      // dx reads W, dW reads x, db reads neither: keep only the values a gradient needs.
+                      [x = weight.requires_grad() ? x : x.without_value(),
+                       weight = x.requires_grad() ? weight : weight.without_value(),
+                       bias = bias.defined() ? bias.without_value() : bias, rows, in, out](const Array<T>& gy) {
     // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum of dy over rows.
     const T* G = gy.data();
     if (x.requires_grad()) {

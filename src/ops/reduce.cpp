@@ -44,7 +44,7 @@ Variable<T> sum_or_mean(const Variable<T>& x, const std::vector<int>& axes, bool
     const T n = T(r.count);
     k::map(y.data(), y.data(), y.size(), [n](T v) { return v / n; });
   }
-  return record_op<T>(op, std::move(y), needs_grad(x), [x, keep = r.keep_shape, scale, op](const Array<T>& g) {
+  return record_op<T>(op, std::move(y), needs_grad(x), [x = x.without_value(), keep = r.keep_shape, scale, op](const Array<T>& g) {
     // Every input element of a slice contributed once (sum) or 1/count (mean) to its output.
     Array<T> gx = Array<T>::from_shape(x.shape());
     k::broadcast_to(g.data(), keep, gx.data(), x.shape(), scale);
@@ -81,7 +81,7 @@ Variable<T> max(const Variable<T>& x, int axis, bool keepdims) {
   Array<T> y = Array<T>::from_shape(out_shape);
   std::vector<std::int64_t> arg(O * I);
   k::max_middle(x.data(), y.data(), arg.data(), O, R, I);
-  return record_op<T>("max", std::move(y), needs_grad(x), [x, arg = std::move(arg), O, R, I](const Array<T>& g) {
+  return record_op<T>("max", std::move(y), needs_grad(x), [x = x.without_value(), arg = std::move(arg), O, R, I](const Array<T>& g) {
     // Only the element that was selected (the first maximum) moves the output.
     Array<T> gx = zeros<T>(x.shape());
     T* GX = gx.data();

@@ -30,7 +30,7 @@ Variable<T> permute_impl(const Variable<T>& x, const Shape& view, const Axes& pe
   if (out_shape.empty()) out_shape = permuted;
   Array<T> y = Array<T>::from_shape(out_shape);
   k::permute(x.data(), view, perm.data(), y.data());
-  return record_op<T>(op, std::move(y), needs_grad(x), [x, permuted, inverse, op](const Array<T>& g) {
+  return record_op<T>(op, std::move(y), needs_grad(x), [x = x.without_value(), permuted, inverse, op](const Array<T>& g) {
     // The gradient moves back through the inverse permutation.
     Array<T> gx = Array<T>::from_shape(x.shape());
     k::permute(g.data(), permuted, inverse.data(), gx.data());
@@ -55,7 +55,7 @@ Variable<T> slice_impl(const Variable<T>& x, std::size_t d, std::size_t start, s
   // As (O, R, I) -> (O, len, I): O rows of len * I contiguous values.
   Array<T> y = Array<T>::from_shape(out_shape);
   k::copy_rows(x.data() + start * I, R * I, y.data(), len * I, O, len * I);
-  return record_op<T>(op, std::move(y), needs_grad(x), [x, O, R, I, start, len, op](const Array<T>& g) {
+  return record_op<T>(op, std::move(y), needs_grad(x), [x = x.without_value(), O, R, I, start, len, op](const Array<T>& g) {
     Array<T> gx = zeros<T>(x.shape());
     k::copy_rows(g.data(), len * I, gx.data() + start * I, R * I, O, len * I);
     x.accumulate_grad(std::move(gx), op);
@@ -101,7 +101,7 @@ Variable<T> reshape(const Variable<T>& x, const ShapeSpec& shape) {
   } else if (known != x.size()) {
     fail("sizes differ");
   }
-  return record_op<T>("reshape", copy_as(x.value(), out_shape), needs_grad(x), [x](const Array<T>& g) {
+  return record_op<T>("reshape", copy_as(x.value(), out_shape), needs_grad(x), [x = x.without_value()](const Array<T>& g) {
     x.accumulate_grad(copy_as(g, x.shape()), "reshape");
   });
 }

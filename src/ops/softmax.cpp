@@ -28,7 +28,7 @@ Variable<T> softmax_like(const char* op, const Variable<T>& x, int axis, Forward
   const Split s = split_axis(x.shape(), axis, op);
   Array<T> y = Array<T>::from_shape(x.shape());
   forward(y.data(), x.data(), s.outer, s.n, s.inner);
-  return record_op<T>(op, std::move(y), needs_grad(x), [x, s, backward, op](const Array<T>& gy, const Array<T>& y) {
+  return record_op<T>(op, std::move(y), needs_grad(x), [x = x.without_value(), s, backward, op](const Array<T>& gy, const Array<T>& y) {
     Array<T> gx = Array<T>::from_shape(x.shape());
     backward(gx.data(), gy.data(), y.data(), s.outer, s.n, s.inner);
     x.accumulate_grad(std::move(gx), op);

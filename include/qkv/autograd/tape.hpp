@@ -65,9 +65,9 @@ class Tape {
   /// arena); returns its position on the tape.
   template <class F>
   std::size_t record(F&& backward);
-  /// Run every closure from the last to the first, then release the tape (closures and the
-  /// intermediate values they hold). Closures skip themselves when their output got no gradient.
-  /// The tape is released even when a closure throws.
+  /// Run every closure from the last to the first, destroying each (and what it holds) as soon as
+  /// it has run, then release the tape. Closures skip themselves when their output got no
+  /// gradient. The tape is released even when a closure throws.
   void run_backward();
   /// Drop every record without running it (e.g. after an evaluation done with grad enabled):
   /// each closure is destroyed once, last recorded first, and the arena is reset for reuse.

@@ -5,6 +5,12 @@
 ///
 /// Ops build their output with record_op(): the forward math produces the value, and the backward
 /// closure, written right under it, adds (+=) into the gradients of the inputs that require one.
+///
+/// A closure captures only what its backward needs (Flashlight's withoutData()): an input whose
+/// value the backward does not read is captured as x.without_value(), a handle that routes the
+/// gradient but does not keep the value alive. A value lives while some handle holding it does
+/// (the forward's Variables, closures that read it); then its buffer returns to the pool, even
+/// though the gradient node lives on until backward has passed through it.
 
 #include <memory>
 #include <string>
@@ -19,7 +25,9 @@ namespace qkv {
 namespace detail {
 template <class T>
 struct Node {
-  Array<T> value;
+  Array<T> value;  // freed when value_refs drops to 0
+  Shape shape;     // of the value, also once it is freed
+  std::uint32_t value_refs = 0;  // handles that hold the value
   Array<T> grad;
   bool has_grad = false;
   bool requires_grad = false;
@@ -44,18 +52,55 @@ class Variable {
   /// An undefined Variable (defined() is false).
   Variable() = default;
   /// A leaf holding `value`.
-  explicit Variable(Array<T> value, bool requires_grad = false)
-      : node_(detail::make_node<T>()) {
+  explicit Variable(Array<T> value, bool requires_grad = false) : node_(detail::make_node<T>()), holds_value_(true) {
     node_->value = std::move(value);
+    node_->shape = node_->value.shape();
+    node_->value_refs = 1;
     node_->requires_grad = requires_grad;
   }
+  Variable(const Variable& other) : node_(other.node_), holds_value_(other.holds_value_) {
+    if (holds_value_) ++node_->value_refs;
+  }
+  Variable(Variable&& other) noexcept : node_(std::move(other.node_)), holds_value_(other.holds_value_) {
+    other.holds_value_ = false;
+  }
+  Variable& operator=(const Variable& other) {
+    Variable copy(other);
+    return *this = std::move(copy);
+  }
+  Variable& operator=(Variable&& other) noexcept {
+    if (this != &other) {
+      release_value();
+      node_ = std::move(other.node_);
+      holds_value_ = other.holds_value_;
+      other.holds_value_ = false;
+    }
+    return *this;
+  }
+  ~Variable() { release_value(); }
+
+  /// The same gradient node without the value: backward can add into its gradient, but reading
+  /// value(), data() or item() throws, and the value is freed once no other handle holds it.
+  Variable without_value() const {
+    Variable v;
+    v.node_ = node_;
+    return v;
+  }
+  /// Whether this handle holds the value (false after without_value()).
+  bool holds_value() const { return holds_value_; }
 
   bool defined() const { return node_ != nullptr; }
   /// The value (shared by every copy of this handle).
-  Array<T>& value() const { return node().value; }
-  const Shape& shape() const { return node().value.shape(); }
+  Array<T>& value() const {
+    if (!holds_value_)
+      throw Error(std::string("Variable: the value of this ") + (node().op ? node().op : "leaf") + " of shape " +
+                  shape_str(node().shape) + " was not kept (a without_value() handle: a backward that reads it "
+                  "must capture the Variable itself)");
+    return node().value;
+  }
+  const Shape& shape() const { return holds_value_ ? node().value.shape() : node().shape; }
   std::size_t ndim() const { return shape().size(); }
-  std::size_t size() const { return node().value.size(); }
+  std::size_t size() const { return numel(shape()); }
   /// Size of dimension `d`; negative `d` counts from the end.
   std::size_t dim(int d) const {
     const int n = static_cast<int>(ndim());
@@ -64,7 +109,7 @@ class Variable {
                        shape_str(shape()));
     return shape()[static_cast<std::size_t>(d < 0 ? d + n : d)];
   }
-  T* data() const { return node().value.data(); }
+  T* data() const { return value().data(); }
   /// The single value of a one-element tensor.
   T item() const {
     if (size() != 1)
@@ -115,8 +160,10 @@ class Variable {
   /// Identity of the underlying value (same for copies of one handle).
   const void* id() const { return node_.get(); }
 
-  // Used by record_op.
-  explicit Variable(std::shared_ptr<detail::Node<T>> node) : node_(std::move(node)) {}
+  // Used by record_op: a handle holding the node's value.
+  explicit Variable(std::shared_ptr<detail::Node<T>> node) : node_(std::move(node)), holds_value_(true) {
+    ++node_->value_refs;
+  }
   const std::shared_ptr<detail::Node<T>>& node_ptr() const { return node_; }
 
  private:
@@ -124,7 +171,12 @@ class Variable {
     if (!node_) throw Error("Variable: use of an undefined Variable");
     return *node_;
   }
+  void release_value() noexcept {
+    if (holds_value_ && node_ && --node_->value_refs == 0) node_->value = Array<T>();
+    holds_value_ = false;
+  }
   std::shared_ptr<detail::Node<T>> node_;
+  bool holds_value_ = false;
 };
 
 /// True when any of the Variables requires a gradient and recording is enabled.
@@ -138,34 +190,46 @@ bool needs_grad(const Variable<T>& first, const Rest&... rest) {
 /// requires a gradient and `backward(grad_out)` is recorded on the tape; it runs during
 /// Variable::backward() if the output received a gradient. A backward that needs the output
 /// itself (softmax, attention) takes it as a second argument, `backward(grad_out, out)`, instead
-/// of keeping a copy: the output is alive whenever its backward runs. (Like PyTorch, this assumes
-/// nobody modifies the output in place before backward.)
+/// of keeping a copy: the record then holds the output's value until it has run. (Like PyTorch,
+/// this assumes nobody modifies the output in place before backward.)
 template <class T, class F>
 Variable<T> record_op(const char* op, Array<T> value, bool requires_grad, F&& backward) {
   auto node = detail::make_node<T>();
   node->value = std::move(value);
+  node->shape = node->value.shape();
+  Variable<T> out(node);
   if (requires_grad && autograd::grad_enabled()) {
     auto& tape = autograd::Tape::current();
     node->requires_grad = true;
     node->op = op;
     node->generation = tape.generation();
-    std::weak_ptr<detail::Node<T>> weak = node;
-    tape.record([weak, fn = std::forward<F>(backward)]() mutable {
-      auto out = weak.lock();
-      if (!out || !out->has_grad) return;
+    // Runs fn once the output has its gradient, then frees that gradient: passed on to the inputs,
+    // it is not needed any more, so backward does not hold a gradient for every intermediate.
+    auto run = [](detail::Node<T>& n, auto& fn, const Array<T>* y) {
+      if (!n.has_grad) return;
       if constexpr (std::is_invocable_v<decltype(fn)&, const Array<T>&, const Array<T>&>)
-        fn(static_cast<const Array<T>&>(out->grad), static_cast<const Array<T>&>(out->value));
+        fn(static_cast<const Array<T>&>(n.grad), *y);
       else
-        fn(static_cast<const Array<T>&>(out->grad));
-      if (!out->retain_grad) {
-        // Passed on to the inputs: free the buffer now rather than when the tape is released, so
-        // that backward does not hold a gradient for every intermediate at once.
-        out->has_grad = false;
-        out->grad = Array<T>();
+        fn(static_cast<const Array<T>&>(n.grad));
+      if (!n.retain_grad) {
+        n.has_grad = false;
+        n.grad = Array<T>();
       }
-    });
+    };
+    // The record owns its output's node (not its value) until it has run: the consumers'
+    // records, which add into that node's gradient, may be destroyed before it runs.
+    if constexpr (std::is_invocable_v<F&, const Array<T>&, const Array<T>&>) {
+      // The backward reads the output: the record holds its value too.
+      tape.record([self = out, run, fn = std::forward<F>(backward)]() mutable {
+        run(*self.node_ptr(), fn, &self.value());
+      });
+    } else {
+      tape.record([self = out.without_value(), run, fn = std::forward<F>(backward)]() mutable {
+        run(*self.node_ptr(), fn, nullptr);
+      });
+    }
   }
-  return Variable<T>(std::move(node));
+  return out;
 }
 
 // ---- implementation ----
@@ -177,7 +241,7 @@ template <class T>
 void check_live(const Node<T>& n, const char* op) {
   if (n.op && n.generation != autograd::Tape::current().generation())
     throw Error(std::string(op) + ": the tape that recorded this " + n.op + " value of shape " +
-                shape_str(n.value.shape()) +
+                shape_str(n.shape) +
                 " was already released (backward ran through it before, or it was computed on "
                 "another thread); recompute it, or detach() it to use it as a constant");
 }
@@ -188,9 +252,10 @@ void Variable<T>::accumulate_grad(const Array<T>& g, const char* op) const {
   detail::Node<T>& n = node();
   if (!n.requires_grad) return;
   detail::check_live(n, op);
-  if (g.shape() != n.value.shape())
+  const Shape& shape = n.value_refs ? n.value.shape() : n.shape;
+  if (g.shape() != shape)
     throw ShapeError(std::string(op) + ": gradient of shape " + shape_str(g.shape()) +
-                     " does not match the value's shape " + shape_str(n.value.shape()));
+                     " does not match the value's shape " + shape_str(shape));
   const std::size_t count = g.size();
   if (!n.has_grad) {
     if (n.grad.shape() != g.shape()) n.grad = Array<T>::from_shape(g.shape());
@@ -208,7 +273,7 @@ void Variable<T>::accumulate_grad(Array<T>&& g, const char* op) const {
   detail::Node<T>& n = node();
   if (!n.requires_grad) return;
   detail::check_live(n, op);
-  if (!n.has_grad && g.shape() == n.value.shape()) {
+  if (!n.has_grad && g.shape() == (n.value_refs ? n.value.shape() : n.shape)) {
     n.grad = std::move(g);
     n.has_grad = true;
     return;
@@ -223,9 +288,9 @@ void Variable<T>::backward(const Array<T>& grad_output) const {
     throw Error("backward: this value of shape " + shape_str(shape()) +
                 " does not require grad (no input of its computation requires one, or it was "
                 "computed under NoGradGuard)");
-  if (grad_output.shape() != n.value.shape())
+  if (grad_output.shape() != shape())
     throw ShapeError("backward: upstream gradient of shape " + shape_str(grad_output.shape()) +
-                     " does not match the output's shape " + shape_str(n.value.shape()));
+                     " does not match the output's shape " + shape_str(shape()));
   auto& tape = autograd::Tape::current();
   if (n.op && n.generation != tape.generation())
     throw Error(std::string("backward: the tape that recorded this ") + n.op +
