@@ -28,6 +28,14 @@ void for_strided_blocks(std::size_t outer, std::size_t n, std::size_t inner, F&&
   });
 }
 
+// The slices of one softmax call: contiguous rows (inner == 1; row(off), the row at off) in
+// parallel, or strided blocks of columns (block(off, w): w columns at off, a stride of inner).
+template <class Row, class Block>
+void for_slices(std::size_t outer, std::size_t n, std::size_t inner, Row&& row, Block&& block) {
+  if (inner == 1) return parallel_for(outer, 2 * n, [&](std::size_t r) { row(r * n); });
+  for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) { block(o * n * inner + j0, w); });
+}
+
 // One strided block (w <= kBlock columns of an (n, inner) slice starting at X): column maxima m
 // and sums s of exp(x - m). A fully -inf column gets m = 0, so its exps are exp(-inf) = 0 (not
 // exp(-inf - -inf) = NaN) and s = 0. The exps of row k are left at E + k * e_stride (stride 0:
@@ -121,15 +129,9 @@ T row_logsumexp(const T* x, std::size_t n) {
 
 template <class T>
 void softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::size_t inner) {
-  if (inner == 1) {
-    parallel_for(outer, 2 * n, [&](std::size_t r) {
-      row_softmax(y + std::size_t(r) * n, x + std::size_t(r) * n, n);
-    });
-    return;
-  }
-  for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
-    const T* X = x + o * n * inner + j0;
-    T* Y = y + o * n * inner + j0;
+  for_slices(outer, n, inner, [&](std::size_t off) { row_softmax(y + off, x + off, n); }, [&](std::size_t off, std::size_t w) {
+    const T* X = x + off;
+    T* Y = y + off;
     T m[kBlock], s[kBlock];
     block_max_sum_exp(X, n, inner, w, m, s, Y, inner);  // the exps go straight to y
     for (std::size_t j = 0; j < w; ++j) s[j] = s[j] > 0 ? T(1) / s[j] : T(0);
@@ -140,15 +142,9 @@ void softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::si
 
 template <class T>
 void log_softmax_forward(T* y, const T* x, std::size_t outer, std::size_t n, std::size_t inner) {
-  if (inner == 1) {
-    parallel_for(outer, 2 * n, [&](std::size_t r) {
-      row_log_softmax(y + std::size_t(r) * n, x + std::size_t(r) * n, n);
-    });
-    return;
-  }
-  for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
-    const T* X = x + o * n * inner + j0;
-    T* Y = y + o * n * inner + j0;
+  for_slices(outer, n, inner, [&](std::size_t off) { row_log_softmax(y + off, x + off, n); }, [&](std::size_t off, std::size_t w) {
+    const T* X = x + off;
+    T* Y = y + off;
     T m[kBlock], s[kBlock], e[kBlock];
     block_max_sum_exp(X, n, inner, w, m, s, e, 0);
     // A fully -inf column (s = 0) subtracts +inf: -inf - inf = -inf, not NaN.
@@ -162,21 +158,16 @@ template <class T>
 void softmax_backward(T* dx, const T* dy, const T* y, std::size_t outer, std::size_t n, std::size_t inner) {
   // In the forward pass y = softmax(x), so dx_i = sum_j dy_j y_j (delta_ij - y_i)
   // = y_i (dy_i - sum_j dy_j y_j). A fully masked slice has y = 0 and gets dx = 0.
-  if (inner == 1) {
-    parallel_for(outer, 2 * n, [&](std::size_t r) {
-      const std::size_t off = std::size_t(r) * n;
-      const T *Y = y + off, *G = dy + off;
-      T dot = 0;
+  auto row = [&](std::size_t off) {
+    const T *Y = y + off, *G = dy + off;
+    T dot = 0;
 #pragma omp simd reduction(+ : dot)
-      for (std::size_t j = 0; j < n; ++j) dot += G[j] * Y[j];
-      T* D = dx + off;
+    for (std::size_t j = 0; j < n; ++j) dot += G[j] * Y[j];
+    T* D = dx + off;
 #pragma omp simd
-      for (std::size_t j = 0; j < n; ++j) D[j] = Y[j] * (G[j] - dot);
-    });
-    return;
-  }
-  for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
-    const std::size_t off = o * n * inner + j0;
+    for (std::size_t j = 0; j < n; ++j) D[j] = Y[j] * (G[j] - dot);
+  };
+  for_slices(outer, n, inner, row, [&](std::size_t off, std::size_t w) {
     const T *Y = y + off, *G = dy + off;
     T* D = dx + off;
     T dot[kBlock];
@@ -193,26 +184,21 @@ void log_softmax_backward(T* dx, const T* dy, const T* y, std::size_t outer, std
                           std::size_t inner) {
   // In the forward pass y = x - logsumexp(x), so dx_i = dy_i - softmax_i sum_j dy_j with
   // softmax = exp(y). A fully masked slice (every y = -inf) is constant: dx = 0.
-  if (inner == 1) {
-    parallel_for(outer, 2 * n, [&](std::size_t r) {
-      const std::size_t off = std::size_t(r) * n;
-      const T *Y = y + off, *G = dy + off;
-      T* D = dx + off;
-      T sum = 0;
+  auto row = [&](std::size_t off) {
+    const T *Y = y + off, *G = dy + off;
+    T* D = dx + off;
+    T sum = 0;
 #pragma omp simd reduction(+ : sum)
-      for (std::size_t j = 0; j < n; ++j) sum += G[j];
-      if (row_max(Y, n) == ninf<T>) {
-        std::fill(D, D + n, T(0));
-        return;
-      }
-      row_exp_shift(D, Y, n, T(0));
+    for (std::size_t j = 0; j < n; ++j) sum += G[j];
+    if (row_max(Y, n) == ninf<T>) {
+      std::fill(D, D + n, T(0));
+      return;
+    }
+    row_exp_shift(D, Y, n, T(0));
 #pragma omp simd
-      for (std::size_t j = 0; j < n; ++j) D[j] = G[j] - D[j] * sum;
-    });
-    return;
-  }
-  for_strided_blocks(outer, n, inner, [&](std::size_t o, std::size_t j0, std::size_t w) {
-    const std::size_t off = o * n * inner + j0;
+    for (std::size_t j = 0; j < n; ++j) D[j] = G[j] - D[j] * sum;
+  };
+  for_slices(outer, n, inner, row, [&](std::size_t off, std::size_t w) {
     const T *Y = y + off, *G = dy + off;
     T* D = dx + off;
     T sum[kBlock], ymax[kBlock];

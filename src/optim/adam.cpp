@@ -7,8 +7,7 @@
 namespace qkv::optim {
 namespace {
 
-template <class O>
-void check(const O& o, const char* name) {
+void check(const AdamOptions& o, const char* name) {
   auto bad = [&](const std::string& what, double v) {
     throw ValueError(std::string(name) + ": option " + what + ", got " + std::to_string(v));
   };
@@ -23,8 +22,7 @@ void check(const O& o, const char* name) {
 struct Scalars {
   double beta1, beta2, eps, bias1, bias2_sqrt;
 };
-template <class O>
-Scalars scalars(const O& o, std::int64_t step) {
+Scalars scalars(const AdamOptions& o, std::int64_t step) {
   return {o.beta1, o.beta2, o.eps, 1 - std::pow(o.beta1, double(step)), std::sqrt(1 - std::pow(o.beta2, double(step)))};
 }
 
@@ -59,44 +57,19 @@ void update(const Variable<T>& p, Array<T>& exp_avg, Array<T>& exp_avg_sq, const
 }  // namespace
 
 template <class T>
-Adam<T>::Adam(std::vector<ParamGroup<T>> groups, AdamOptions options)
-    : Optimizer<T>(std::move(groups), "Adam"), options_(options) {
-  check(options_, "Adam");
+Adam<T>::Adam(std::vector<ParamGroup<T>> groups, AdamOptions options, const char* name, bool decoupled)
+    : Optimizer<T>(std::move(groups), name), options_(options), decoupled_(decoupled) {
+  check(options_, name);
   exp_avg_ = this->add_buffer("exp_avg");
   exp_avg_sq_ = this->add_buffer("exp_avg_sq");
 }
-
-template <class T>
-Adam<T>::Adam(const std::vector<std::pair<std::string, Variable<T>>>& named, AdamOptions options)
-    : Adam(one_group(named, options.lr, options.weight_decay), options) {}
 
 template <class T>
 void Adam<T>::step() {
   ++this->step_;
   const Scalars s = scalars(options_, this->step_);
   this->for_each_with_grad([&](const ParamGroup<T>& g, std::size_t k, const Variable<T>& p) {
-    update(p, this->buffer(exp_avg_, k), this->buffer(exp_avg_sq_, k), g, s, false);
-  });
-}
-
-template <class T>
-AdamW<T>::AdamW(std::vector<ParamGroup<T>> groups, AdamWOptions options)
-    : Optimizer<T>(std::move(groups), "AdamW"), options_(options) {
-  check(options_, "AdamW");
-  exp_avg_ = this->add_buffer("exp_avg");
-  exp_avg_sq_ = this->add_buffer("exp_avg_sq");
-}
-
-template <class T>
-AdamW<T>::AdamW(const std::vector<std::pair<std::string, Variable<T>>>& named, AdamWOptions options)
-    : AdamW(one_group(named, options.lr, options.weight_decay), options) {}
-
-template <class T>
-void AdamW<T>::step() {
-  ++this->step_;
-  const Scalars s = scalars(options_, this->step_);
-  this->for_each_with_grad([&](const ParamGroup<T>& g, std::size_t k, const Variable<T>& p) {
-    update(p, this->buffer(exp_avg_, k), this->buffer(exp_avg_sq_, k), g, s, true);
+    update(p, this->buffer(exp_avg_, k), this->buffer(exp_avg_sq_, k), g, s, decoupled_);
   });
 }
 

@@ -55,13 +55,6 @@ std::string shape_str(const S& shape) {
 /// Product of the sizes.
 std::size_t numel(const Shape& shape);
 
-/// "float32" / "float64".
-template <class T>
-constexpr const char* dtype_name() {
-  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "qkv tensors are float or double");
-  return std::is_same_v<T, float> ? "float32" : "float64";
-}
-
 /// A tensor of the given shape, uninitialised / filled.
 template <class T>
 Array<T> empty(const Shape& shape) {
