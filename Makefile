@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CONFIG ?= configs/sort.yaml
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build train test asan bench experiments experiments-quick fuzz clean
+.PHONY: all deps build train test test-torch asan bench experiments experiments-quick fuzz clean
 
 all: build
 
@@ -24,6 +24,11 @@ train: build
 test: build
 	@cd $(BUILD) && { ctest --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; rc=$$?; \
 	  /usr/bin/python3 $(CURDIR)/tests/suite_summary.py ctest-junit.xml || rc=1; exit $$rc; }
+
+# The PyTorch bridge, both ways (needs python3-torch: scripts/install-deps.sh --python).
+test-torch: build
+	@scripts/install-deps.sh --python
+	/usr/bin/python3 tests/torch/test_bridge.py --qkv $(BUILD)/qkv
 
 # The whole suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps

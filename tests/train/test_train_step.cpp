@@ -1,0 +1,100 @@
+// One training step on its own, the training state's checkpoint round trip, and the
+// data-parallel object of a single process (every call the identity).
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "qkv/dist/data_parallel.hpp"
+#include "qkv/train/train_state.hpp"
+#include "qkv/train/train_step.hpp"
+#include "train/train_fixtures.hpp"
+
+namespace qkv {
+
+TEST_CASE("train_step: forward, backward, clip and update: the loss falls, a NaN stops before any update") {
+  const config::Config cfg = test::tiny_config(test::temp_dir("train_step"));
+  auto task = data::make_task(cfg.task);
+  data::Dataset data(std::shared_ptr<data::Task>(std::move(task)), 1, 16);
+  Generator gen(1);
+  auto model = train::make_model(cfg, data.task(), gen);
+  auto opt = optim::make_optimizer(model->module(), cfg.optimizer);
+  dist::Comm& alone = dist::world();
+  dist::DataParallel dp(alone);
+  train::StepOptions o{0.0, 1.0, true, {}};
+  int called = 0;
+  o.after_backward = [&] { ++called; };
+  const data::Batch batch = data.next_train(32);
+  train::StepResult first = train_step(*model, batch, *opt, o, dp);
+  CHECK(std::string(first.diverged).empty());
+  CHECK(called == 1);
+  CHECK(first.counted == 32 * 8);
+  CHECK(first.grad_norm > 0);
+  double last = first.loss;
+  for (int i = 0; i < 30; ++i) last = train_step(*model, batch, *opt, o, dp).loss;
+  CHECK(last < 0.5 * first.loss);  // the same batch 30 more times: it is being learned
+  CHECK(opt->steps() == 31);
+
+  // A non-finite loss: no update, no step counted.
+  const auto before = model->module().state_dict();
+  model->parameters().front().value().data()[0] = NAN;
+  train::StepResult bad = train_step(*model, batch, *opt, o, dp);
+  CHECK(std::string(bad.diverged) == "loss");
+  CHECK(opt->steps() == 31);
+  CHECK(std::isnan(model->parameters().front().value().data()[0]));
+  CHECK(test::bitwise_equal(model->module().state_dict()[1].second, before[1].second));
+  autograd::Tape::current().clear();
+}
+
+TEST_CASE("TrainState: save and load through a checkpoint give every field back") {
+  train::TrainState s;
+  s.step = 1234, s.data_position = 567890, s.dropout_rng = {11, 22};
+  s.best = {0.5, 0.9, 0.7};
+  s.last_eval.token_accuracy = 0.8;
+  s.steps_to_target = 1000, s.train_loss_sum = 3.25, s.train_loss_steps = 7, s.train_correct = 40, s.train_counted = 50;
+  io::Checkpoint c;
+  s.save(c);
+  CHECK(c.step == 1234);
+  REQUIRE(c.scalars.size() == 10);
+  CHECK(c.scalars[0].first == "data_position");  // the file's attribute names and order
+  const train::TrainState back = train::TrainState::load(c, "x.h5");
+  CHECK(back.step == s.step);
+  CHECK(back.data_position == s.data_position);
+  CHECK(back.dropout_rng == s.dropout_rng);
+  CHECK(back.best.loss == 0.5);
+  CHECK(back.best.token_accuracy == 0.9);
+  CHECK(back.best.sequence_accuracy == 0.7);
+  CHECK(back.last_eval.token_accuracy == 0.8);
+  CHECK(std::isnan(back.last_eval.loss));
+  CHECK(back.steps_to_target == 1000);
+  CHECK(back.train_loss_sum == 3.25);
+  CHECK(back.train_loss_steps == 7);
+  CHECK(back.train_correct == 40);
+  CHECK(back.train_counted == 50);
+  c.scalars.pop_back();
+  CHECK_THROWS_WITH_AS(train::TrainState::load(c, "x.h5"), "x.h5: /train has no attribute 'last_eval_token_accuracy'",
+                       io::IoError);
+  c.rng.clear();
+  CHECK_THROWS_WITH_AS(train::TrainState::load(c, "x.h5"), doctest::Contains("no /rng/dropout"), io::IoError);
+}
+
+TEST_CASE("DataParallel alone: sums, flags and gradients pass through unchanged, parameters in sync") {
+  dist::Comm single;
+  dist::DataParallel dp(single);
+  CHECK(dp.size() == 1);
+  double v[2] = {1.5, -2};
+  dp.sum(v, 2);
+  CHECK(v[0] == 1.5);
+  CHECK(v[1] == -2);
+  CHECK(dp.any(true));
+  CHECK_FALSE(dp.any(false));
+  Variable<float> p(full<float>({3}, 1.0f), true);
+  p.accumulate_grad(full<float>({3}, 0.25f));
+  dp.average_gradients({p});
+  CHECK(p.grad()(1) == 0.25f);
+  nn::Linear<float> lin(2, 2);
+  CHECK(dp.check_in_sync(lin).differing_rank == 0);
+  CHECK(dist::parameter_checksum(lin) != 0);
+  CHECK(dp.seconds() == 0.0);
+}
+
+}  // namespace qkv
