@@ -1,6 +1,10 @@
 #include "qkv/data/tasks.hpp"
 
+#include "next_token.hpp"
+#include "row_task.hpp"
+
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -13,41 +17,6 @@ namespace qkv::data {
 Task::~Task() = default;
 
 namespace {
-
-// A task whose examples are independent rows: examples() allocates the batch and calls fill()
-// once per row with that row's own generator, in parallel (rows do not share anything).
-class RowTask : public Task {
- public:
-  Batch examples(std::uint64_t seed, std::uint64_t first, std::size_t count) const override {
-    const std::size_t T = input_length(), Tt = target_length();
-    const bool s2s = seq2seq();
-    const Index bos_id = bos();
-    Batch b;
-    b.inputs = IndexArray::from_shape(Shape{count, T});
-    b.targets = IndexArray::from_shape(Shape{count, Tt});
-    b.decoder_inputs = IndexArray::from_shape(s2s ? Shape{count, Tt} : Shape{0});
-    Index* in = b.inputs.data();
-    Index* tg = b.targets.data();
-    Index* dec = s2s ? b.decoder_inputs.data() : nullptr;
-    // Rows are independent (each has its own generator); batches of 64 rows and more are split
-    // over the threads.
-    parallel_for(count, kParallelMin / 64, [&](std::size_t r) {
-      Generator gen(hash64(seed, first + std::uint64_t(r)));
-      Index* target = tg + std::size_t(r) * Tt;
-      fill(gen, in + std::size_t(r) * T, target);
-      if (s2s) {  // teacher forcing: the decoder sees BOS then the target shifted right
-        Index* d = dec + std::size_t(r) * Tt;
-        d[0] = bos_id;
-        std::copy(target, target + Tt - 1, d + 1);
-      }
-    });
-    return b;
-  }
-
- protected:
-  /// Write one example: input (input_length()) and target (target_length()) tokens.
-  virtual void fill(Generator& gen, Index* input, Index* target) const = 0;
-};
 
 void random_tokens(Generator& gen, std::size_t vocab, std::size_t n, Index* out) {
   for (std::size_t t = 0; t < n; ++t) out[t] = Index(gen.randint(vocab));
@@ -128,7 +97,8 @@ class Recall final : public RowTask {
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy", "reverse", "sort", "recall", "seq2seq_reverse", "seq2seq_sort"};
+  static const std::vector<std::string> names = {"copy",     "reverse", "sort",      "recall", "seq2seq_reverse",
+                                                 "seq2seq_sort", "text", "induction", "mod_add", "mqar"};
   return names;
 }
 
@@ -145,10 +115,39 @@ void TaskOptions::validate() const {
   c.require(name != "recall" || pairs <= vocab, {"pairs", "vocab"},
             "recall needs distinct keys: {pairs} (" + std::to_string(pairs) + ") must not exceed {vocab} (" +
                 std::to_string(vocab) + ")");
+  const auto n = [](std::size_t v) { return std::to_string(v); };
+  if (name == "text") {
+    c.require(!path.empty(), {"path"}, "the text task needs a corpus: a UTF-8 file, a directory or a glob");
+    c.in_range(val_fraction, "val_fraction", 0, false, 1, true);
+    c.in_range(test_fraction, "test_fraction", 0, false, 1, true);
+    c.require(val_fraction + test_fraction < 1, {"val_fraction", "test_fraction"},
+              "{val_fraction} + {test_fraction} must be below 1, leaving text to train on");
+  }
+  if (name == "induction") {
+    c.require(length >= 2, {"length"}, "induction needs at least 2 tokens, found " + n(length));
+    c.require(segment == 0 || (segment >= 2 && 2 * segment <= length + 1), {"segment", "length"},
+              "a repeated {segment} needs 2 <= segment and two copies in {length} + 1 tokens, found " + n(segment) +
+                  " and " + n(length));
+  }
+  if (name == "mod_add") {
+    c.in_range(train_fraction, "train_fraction", 0, true, 1, true);
+    c.require(vocab * vocab >= 3 && std::llround(train_fraction * double(vocab * vocab)) >= 1 &&
+                  double(vocab * vocab) - std::llround(train_fraction * double(vocab * vocab)) >= 2,
+              {"train_fraction", "vocab"}, "{train_fraction} leaves no training pair or fewer than two held-out pairs");
+  }
+  if (name == "mqar") {
+    c.require(vocab >= 4 && pairs <= vocab / 2 - 1, {"pairs", "vocab"},
+              "mqar draws {pairs} distinct keys from [1, vocab/2) and values from [vocab/2, vocab): " + n(pairs) +
+                  " pairs need {vocab} >= " + n(2 * pairs + 2) + ", found " + n(vocab));
+    c.require(length >= 4 * pairs, {"length", "pairs"},
+              "mqar lays out the pairs (2 per pair) and a query region of 2 tokens per pair: {length} >= 4 * " + n(pairs) +
+                  ", found " + n(length));
+  }
 }
 
-std::unique_ptr<Task> make_task(const TaskOptions& o) {
+std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer) {
   o.validate();
+  if (auto t = make_next_token_task(o, tokenizer)) return t;
   const std::string& n = o.name;
   if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
   if (n == "copy") return std::make_unique<Labelling>(n, Kind::Copy, o.vocab, o.length);
@@ -173,20 +172,36 @@ Batch concat(const Batch& a, const Batch& b) {
   return Batch{rows(a.inputs, b.inputs), rows(a.targets, b.targets), rows(a.decoder_inputs, b.decoder_inputs)};
 }
 
+namespace {
+// eval_size examples, or all a split has when it has fewer.
+std::size_t held_out_count(const Task& t, Split s, std::size_t eval_size) {
+  const std::size_t n = t.split_size(s);
+  return n ? std::min(n, eval_size) : eval_size;
+}
+}  // namespace
+
 Dataset::Dataset(std::shared_ptr<const Task> task, std::uint64_t seed, std::size_t eval_size, std::size_t train_size)
-    : task_(std::move(task)), train_stream_(hash64(seed, 0)), eval_stream_(hash64(seed, 1)), train_size_(train_size) {
+    : task_(std::move(task)), train_stream_(hash64(seed, 0)), eval_stream_(hash64(seed, 1)), train_size_(train_size),
+      seed_(seed), eval_size_(eval_size) {
   if (!task_) throw ValueError("Dataset: no task given");
-  eval_ = task_->examples(eval_stream_, 0, eval_size);
+  eval_ = task_->examples(Split::Val, eval_stream_, 0, held_out_count(*task_, Split::Val, eval_size));
+}
+
+const Batch& Dataset::test_set() const {
+  if (!test_)
+    test_ = std::make_unique<Batch>(
+        task_->examples(Split::Test, hash64(seed_, 2), 0, held_out_count(*task_, Split::Test, eval_size_)));
+  return *test_;
 }
 
 Batch Dataset::train_examples(std::uint64_t first, std::size_t count) const {
-  if (train_size_ == 0) return task_->examples(train_stream_, first, count);
+  if (train_size_ == 0) return task_->examples(Split::Train, train_stream_, first, count);
   // A fixed set cycled in order: split [first, first + count) where it wraps around.
-  Batch out = task_->examples(train_stream_, 0, 0);
+  Batch out = task_->examples(Split::Train, train_stream_, 0, 0);
   while (count > 0) {
     const std::uint64_t start = first % train_size_;
     const std::size_t n = std::min<std::uint64_t>(count, train_size_ - start);
-    out = concat(out, task_->examples(train_stream_, start, n));
+    out = concat(out, task_->examples(Split::Train, train_stream_, start, n));
     first += n;
     count -= n;
   }

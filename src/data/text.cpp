@@ -17,35 +17,6 @@ namespace qkv::data {
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Name tables: the one place each choice list is written.
-
-template <class E>
-struct Named {
-  E value;
-  const char* name;
-};
-
-constexpr Named<TextClean> kCleanNames[] = {{TextClean::Auto, "auto"}, {TextClean::On, "on"}, {TextClean::Off, "off"}};
-constexpr Named<TokenizerKind> kTokenizerNames[] = {{TokenizerKind::Byte, "byte"}, {TokenizerKind::Char, "char"}};
-
-template <class E, std::size_t N>
-const char* name_in(const Named<E> (&table)[N], E value) {
-  for (const auto& n : table)
-    if (n.value == value) return n.name;
-  return "?";
-}
-
-template <class E, std::size_t N>
-E parse_in(const Named<E> (&table)[N], const std::string& s, const char* key) {
-  std::string choices;
-  for (const auto& n : table) {
-    if (s == n.name) return n.value;
-    choices += (choices.empty() ? "" : ", ") + std::string(n.name);
-  }
-  throw ValueError(std::string(key) + ": expected one of " + choices + ", found '" + s + "'");
-}
-
 std::string hex_byte(unsigned char b) {
   char buf[8];
   std::snprintf(buf, sizeof buf, "0x%02X", unsigned(b));
@@ -377,10 +348,18 @@ void append_file_text(std::string_view text, Corpus& c) {
 
 // ---------------------------------------------------------------------------------------------
 
-const char* name(TextClean clean) { return name_in(kCleanNames, clean); }
-TextClean parse_text_clean(const std::string& s) { return parse_in(kCleanNames, s, "task.clean"); }
-const char* name(TokenizerKind kind) { return name_in(kTokenizerNames, kind); }
-TokenizerKind parse_tokenizer(const std::string& s) { return parse_in(kTokenizerNames, s, "task.tokenizer"); }
+const NameTable<TextClean>& text_clean_names() {
+  static const NameTable<TextClean> table{{"auto", TextClean::Auto}, {"on", TextClean::On}, {"off", TextClean::Off}};
+  return table;
+}
+const NameTable<TokenizerKind>& tokenizer_names() {
+  static const NameTable<TokenizerKind> table{{"byte", TokenizerKind::Byte}, {"char", TokenizerKind::Char}};
+  return table;
+}
+const char* name(TextClean clean) { return text_clean_names().name(clean); }
+TextClean parse_text_clean(const std::string& s) { return text_clean_names().parse(s, "task.clean"); }
+const char* name(TokenizerKind kind) { return tokenizer_names().name(kind); }
+TokenizerKind parse_tokenizer(const std::string& s) { return tokenizer_names().parse(s, "task.tokenizer"); }
 
 std::vector<std::string> corpus_files(const std::string& path) {
   std::vector<std::string> out;
@@ -592,7 +571,7 @@ TextSplit split_text(std::size_t n, double val_fraction, double test_fraction) {
 }
 
 TextData load_text_data(const std::string& path, TokenizerKind kind, TextClean clean, double val_fraction,
-                        double test_fraction, std::size_t min_tokens) {
+                        double test_fraction, std::size_t min_tokens, const Tokenizer* tokenizer) {
   TextData d;
   d.corpus = load_corpus(path, clean, kind == TokenizerKind::Char);
   std::u32string chars;
@@ -622,7 +601,7 @@ TextData load_text_data(const std::string& path, TokenizerKind kind, TextClean c
     encode_splits(std::string_view(d.corpus.text));
   } else {
     const std::u32string_view t = chars;
-    d.tokenizer = Tokenizer::chars(slice(t, s.train_begin, s.train_end));
+    d.tokenizer = tokenizer ? *tokenizer : Tokenizer::chars(slice(t, s.train_begin, s.train_end));
     encode_splits(t);
   }
   d.tokens = n;

@@ -51,7 +51,7 @@ void score_block(T* S, const T* Q, const T* K, const AttentionMasks<T>& m, T sca
     const T* bias = m.bias ? m.bias + b * bs.b + h * bs.h + i * bs.i : nullptr;
     for (std::size_t c = 0; c < nk; ++c) {
       const std::size_t j = k0 + c;
-      if ((m.causal && j > i) || (allowed && !allowed[j * as.j]))
+      if ((m.causal && j > i + m.causal_offset) || (allowed && !allowed[j * as.j]))
         s[c] = kNegInf;
       else if (bias)
         s[c] += bias[j * bs.j];
@@ -69,9 +69,10 @@ struct DropoutMask {
   bool dropped(std::uint64_t counter) const { return uniform_at(d.seed, counter) < d.p; }
 };
 
-// Keys a causal block of queries q0..q0+nq can see: j <= q0 + nq - 1.
-std::size_t key_end(bool causal, std::size_t q0, std::size_t nq, std::size_t Tk) {
-  return causal ? std::min(Tk, q0 + nq) : Tk;
+// Keys a causal block of queries q0..q0+nq can see: j <= q0 + nq - 1 + offset.
+template <class T>
+std::size_t key_end(const AttentionMasks<T>& m, std::size_t q0, std::size_t nq, std::size_t Tk) {
+  return m.causal ? std::min(Tk, q0 + nq + m.causal_offset) : Tk;
 }
 
 }  // namespace
@@ -109,7 +110,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
           std::fill(O, O + nq * Dv, T(0));
           std::fill(m, m + nq, -kInf);
           std::fill(l, l + nq, T(0));
-          const std::size_t k_end = key_end(masks.causal, q0, nq, Tk);
+          const std::size_t k_end = key_end(masks, q0, nq, Tk);
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
@@ -220,7 +221,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             for (std::size_t c = 0; c < Dv; ++c) d += dO[r * Dv + c] * O[r * Dv + c];
             delta[r] = d;
           }
-          const std::size_t k_end = key_end(masks.causal, q0, nq, Tk);
+          const std::size_t k_end = key_end(masks, q0, nq, Tk);
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);

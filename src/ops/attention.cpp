@@ -35,10 +35,11 @@ Dims check_shapes(const Variable<T>& q, const Variable<T>& k, const Variable<T>&
 }
 
 template <class T>
-kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causal,
+kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causal, std::size_t causal_offset,
                                         const Dims& dims) {
   kernels::AttentionMasks<T> m;
   m.causal = causal;
+  m.causal_offset = causal_offset;
   if (mask.allowed) {
     m.allowed = mask.allowed->data();
     m.allowed_strides =
@@ -66,14 +67,14 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
   Array<T> weights;
   if (opt.need_weights) weights = Array<T>::from_shape(n.scores());
   kernels::attention_forward<T>(out.data(), lse.data(), opt.need_weights ? weights.data() : nullptr,
-                                q.data(), k.data(), v.data(), kernel_masks(mask, opt.is_causal, n),
+                                q.data(), k.data(), v.data(), kernel_masks(mask, opt.is_causal, opt.causal_offset, n),
                                 drop, scale, n.B, n.H, n.Tq, n.Tk, n.D, n.Dv);
 
   AttentionOutput<T> result;
   if (opt.need_weights) result.weights = Variable<T>(std::move(weights));
   result.output = record_op<T>(
       kOp, std::move(out), needs_grad(q, k, v),
-      [q, k, v, mask, causal = opt.is_causal, drop, scale, n, lse = std::move(lse)](const Array<T>& gout,
+      [q, k, v, mask, causal = opt.is_causal, offset = opt.causal_offset, drop, scale, n, lse = std::move(lse)](const Array<T>& gout,
                                                                                    const Array<T>& o) {
         // The kernel recomputes the weights block by block from the saved log-sum-exp and the
         // output o.
@@ -84,7 +85,7 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
         kernels::attention_backward<T>(
             q.requires_grad() ? gq.data() : nullptr, k.requires_grad() ? gk.data() : nullptr,
             v.requires_grad() ? gv.data() : nullptr, gout.data(), q.data(), k.data(), v.data(),
-            o.data(), lse.data(), kernel_masks(mask, causal, n), drop, scale, n.B, n.H, n.Tq, n.Tk,
+            o.data(), lse.data(), kernel_masks(mask, causal, offset, n), drop, scale, n.B, n.H, n.Tq, n.Tk,
             n.D, n.Dv);
         if (q.requires_grad()) q.accumulate_grad(std::move(gq), kOp);
         if (k.requires_grad()) k.accumulate_grad(std::move(gk), kOp);
@@ -106,7 +107,7 @@ AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const V
   if (opt.is_causal) {
     Mask future = Mask::from_shape({n.Tq, n.Tk});
     for (std::size_t i = 0; i < n.Tq; ++i)
-      for (std::size_t j = 0; j < n.Tk; ++j) future(i, j) = j > i;
+      for (std::size_t j = 0; j < n.Tk; ++j) future(i, j) = j > i + opt.causal_offset;
     scores = masked_fill(scores, future, kNegInf);
   }
   Variable<T> weights = softmax(scores, -1);
@@ -144,7 +145,7 @@ AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Vari
                                                 const Variable<T>& v, const AttentionMask<T>& mask,
                                                 const AttentionOptions& options) {
   const Dims n = check_shapes(q, k, v);
-  kernel_masks(mask, options.is_causal, n);  // validates the mask shapes
+  kernel_masks(mask, options.is_causal, options.causal_offset, n);  // validates the mask shapes
   if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
     throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1), got " +
                      std::to_string(options.dropout_p));

@@ -26,7 +26,7 @@ TEST_CASE("cli: logits writes the checkpoint model's logits for the first held-o
   // The same model, rebuilt here from the checkpoint.
   io::Checkpoint c = io::load_checkpoint(ckpt);
   config::Config cfg = config::parse_config(c.config_yaml, ckpt);
-  auto task = std::shared_ptr<data::Task>(data::make_task({cfg.task.name, cfg.task.vocab, cfg.task.length}));
+  auto task = std::shared_ptr<data::Task>(data::make_task(cfg.task));
   data::Dataset data(task, cfg.seed, cfg.task.eval_size);
   Generator gen(0);
   auto model = train::make_model(cfg, *task, gen);

@@ -15,7 +15,9 @@ namespace {
 
 std::unique_ptr<Task> task(const std::string& name, std::size_t vocab = 10, std::size_t length = 12,
                            std::size_t pairs = 5, std::size_t queries = 0) {
-  return make_task(TaskOptions{name, vocab, length, pairs, queries});
+  TaskOptions o;
+  o.name = name, o.vocab = vocab, o.length = length, o.pairs = pairs, o.queries = queries;
+  return make_task(o);
 }
 
 std::vector<Index> row_of(const IndexArray& a, std::size_t r) {

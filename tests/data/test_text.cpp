@@ -171,9 +171,9 @@ TEST_CASE("text: tokenizer and cleaning names parse and list the choices") {
   CHECK(parse_tokenizer("byte") == TokenizerKind::Byte);
   CHECK(parse_tokenizer("char") == TokenizerKind::Char);
   CHECK(std::string(name(TokenizerKind::Char)) == "char");
-  CHECK(error_of([] { parse_tokenizer("bpe"); }) == "task.tokenizer: expected one of byte, char, found 'bpe'");
+  CHECK(error_of([] { parse_tokenizer("bpe"); }).rfind("task.tokenizer: expected one of byte, char, found 'bpe'", 0) == 0);
   for (TextClean c : {TextClean::Auto, TextClean::On, TextClean::Off}) CHECK(parse_text_clean(name(c)) == c);
-  CHECK(error_of([] { parse_text_clean("yes"); }) == "task.clean: expected one of auto, on, off, found 'yes'");
+  CHECK(error_of([] { parse_text_clean("yes"); }).rfind("task.clean: expected one of auto, on, off, found 'yes'", 0) == 0);
 }
 
 // ---------------------------------------------------------------------------------------------

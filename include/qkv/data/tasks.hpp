@@ -13,6 +13,17 @@
 /// Sequence to sequence (encoder-decoder, teacher forcing): source (B, L) in [0, V), target (B, L)
 ///   the source reversed / sorted, decoder_inputs = BOS then target[:-1]; decoder vocab V + 1,
 ///   BOS = V:  seq2seq_reverse, seq2seq_sort.
+/// Next-token prediction (decoder-only: inputs s[0:T], targets s[1:T+1]; docs/tasks.md):
+///   text       windows of a UTF-8 corpus (task.path), byte or char tokens; train / validation /
+///              test are contiguous parts of it (data/text.hpp)
+///   induction  a random prefix then its repetition (or a random segment copied to a later
+///              offset); scored only where the next token is predictable from an earlier occurrence
+/// Either encoder or decoder (a label at one position, read from earlier ones):
+///   mod_add    "a b =" labelled (a + b) mod p at '=', p = vocab; a fixed share of all p^2 pairs
+///              trains, the rest is split into validation and test (the grokking setup)
+///   mqar       multi-query associative recall in Zoology's format (Arora et al. 2023): key-value
+///              pairs (keys from [1, V/2), values from [V/2, V)), then queries of earlier keys at
+///              power-law-spaced positions among random tokens, each labelled with its value
 ///
 /// Example k of stream `seed` is drawn from Generator(hash64(seed, k)) alone, so any process can
 /// generate any slice, and a batch never depends on how it is split across ranks or threads.
@@ -21,6 +32,7 @@
 #include <memory>
 #include <string>
 
+#include "qkv/data/text.hpp"
 #include "qkv/tensor/options.hpp"
 #include "qkv/tensor/tensor.hpp"
 
@@ -42,16 +54,28 @@ const std::vector<std::string>& task_names();
 /// The config's `task` section: which task and its sizes, and the data a run draws from it.
 struct TaskOptions {
   std::string name = "sort";    ///< one of task_names()
-  std::size_t vocab = 16;       ///< V >= 2
+  std::size_t vocab = 16;       ///< V >= 2 (mod_add: the modulus p)
   std::size_t length = 32;      ///< T >= 1 (not recall)
-  std::size_t pairs = 8;        ///< recall: 1 <= pairs <= V
+  std::size_t pairs = 8;        ///< recall, mqar: key-value pairs per sequence
   std::size_t queries = 0;      ///< recall: queries per sequence; 0 = pairs
   std::size_t eval_size = 512;  ///< held-out examples (Dataset)
   std::size_t train_size = 0;   ///< 0: a fresh sample every step; else a fixed training set (Dataset)
-  /// name in task_names(), sizes positive, vocab >= 2, recall keys distinct (pairs <= vocab);
-  /// throws OptionError.
+  std::string path;             ///< text: a UTF-8 file, a directory or a glob
+  TokenizerKind tokenizer = TokenizerKind::Char;  ///< text: byte (256 ids) or char (code points)
+  TextClean clean = TextClean::Auto;              ///< text: strip ANSI escapes and fortune '%' lines
+  double val_fraction = 0.05;   ///< text: the part of the corpus after training, for validation
+  double test_fraction = 0.05;  ///< text: the last part of the corpus, for the reported test metrics
+  double train_fraction = 0.3;  ///< mod_add: share of the p^2 pairs that train
+  std::size_t segment = 0;      ///< induction: repeated segment length; 0 = the second half repeats the first
+  /// name in task_names(), sizes positive, vocab >= 2, recall keys distinct (pairs <= vocab),
+  /// each task's own constraints; throws OptionError.
   void validate() const;
 };
+
+/// Which part of a task's data examples come from. Tasks with real data (text, mod_add) hold
+/// out disjoint validation and test data; the other synthetic tasks draw every split from the
+/// same distribution, through different random streams.
+enum class Split { Train, Val, Test };
 
 class Task {
  public:
@@ -73,10 +97,29 @@ class Task {
   virtual Index bos() const { return -1; }
   /// Examples first..first+count-1 of stream `seed`: example k uses Generator(hash64(seed, k)).
   virtual Batch examples(std::uint64_t seed, std::uint64_t first, std::size_t count) const = 0;
+  /// Examples of `split`; by default examples(seed, first, count) (the streams tell the splits apart).
+  virtual Batch examples(Split split, std::uint64_t seed, std::uint64_t first, std::size_t count) const {
+    (void)split;
+    return examples(seed, first, count);
+  }
+  /// How many distinct examples a held-out split has (0: unbounded, every example fresh).
+  virtual std::size_t split_size(Split split) const {
+    (void)split;
+    return 0;
+  }
+  /// True when the targets are the inputs' next tokens (text, induction): only a causal model may
+  /// learn them (a bidirectional encoder would read the answer).
+  virtual bool next_token() const { return false; }
+  /// The tokenizer of a text task (ids <-> characters); nullptr for the others.
+  virtual const Tokenizer* tokenizer() const { return nullptr; }
+  /// A printable label of input token `id` (the character of a text task, the id otherwise).
+  virtual std::string token_label(Index id) const { return std::to_string(id); }
 };
 
-/// The task named by options.name. Throws ValueError naming the bad option.
-std::unique_ptr<Task> make_task(const TaskOptions& options);
+/// The task named by options.name. Throws OptionError naming the bad option, ValueError for a
+/// corpus that cannot be used (naming the file). A text task built with `tokenizer` uses that
+/// vocabulary (a checkpoint's) instead of building one from the training split.
+std::unique_ptr<Task> make_task(const TaskOptions& options, const Tokenizer* tokenizer = nullptr);
 
 /// The data of a run: a fixed held-out set (the first eval_size examples of stream
 /// hash64(seed, 1)) and the training stream hash64(seed, 0). With train_size > 0 the training set
@@ -94,7 +137,12 @@ class Dataset {
   /// Training examples [first, first + count) of the (cycled) training stream; no state change.
   Batch train_examples(std::uint64_t first, std::size_t count) const;
 
+  /// The held-out set: the first eval_size examples of the validation split (fewer when the split
+  /// holds fewer). It decides early stopping and is what metrics.csv calls eval_*.
   const Batch& eval_set() const { return eval_; }
+  /// The test set (made on first use): the first eval_size examples of the test split, from its
+  /// own stream hash64(seed, 2); for numbers that are reported, never for decisions.
+  const Batch& test_set() const;
   std::uint64_t position() const { return position_; }
   void set_position(std::uint64_t position) { position_ = position; }
   const Task& task() const { return *task_; }
@@ -107,6 +155,9 @@ class Dataset {
   std::uint64_t train_stream_, eval_stream_;
   std::size_t train_size_;
   Batch eval_;
+  std::uint64_t seed_;
+  std::size_t eval_size_;
+  mutable std::unique_ptr<Batch> test_;
   std::uint64_t position_ = 0;
 };
 

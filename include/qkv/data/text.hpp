@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "qkv/tensor/names.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::data {
@@ -27,6 +28,8 @@ namespace qkv::data {
 enum class TextClean { Auto, On, Off };
 
 /// "auto" / "on" / "off".
+/// The names configs use: "auto", "on", "off".
+const NameTable<TextClean>& text_clean_names();
 const char* name(TextClean clean);
 /// The TextClean named `s`; throws ValueError "task.clean: expected one of auto, on, off, found 'x'".
 TextClean parse_text_clean(const std::string& s);
@@ -86,6 +89,8 @@ std::string encode_utf8(std::u32string_view text);
 enum class TokenizerKind { Byte, Char };
 
 /// "byte" / "char".
+/// The names configs use: "byte", "char".
+const NameTable<TokenizerKind>& tokenizer_names();
 const char* name(TokenizerKind kind);
 /// The TokenizerKind named `s`; throws ValueError "task.tokenizer: expected one of byte, char, found 'x'".
 TokenizerKind parse_tokenizer(const std::string& s);
@@ -165,7 +170,9 @@ struct TextData {
 /// task.length or raise task.val_fraction)". Memory: the text (n bytes, kept in corpus.text) and
 /// 8 bytes per token id; while loading, 4 bytes per token more for the code points (Char). The
 /// 2.56 MB English fortunes corpus: 23 MB kept, 36 MB peak (char), 26 MB peak (byte).
+/// With `tokenizer` (a checkpoint's), its vocabulary is used instead of one built from the
+/// training split (characters it lacks become <unk>).
 TextData load_text_data(const std::string& path, TokenizerKind kind, TextClean clean, double val_fraction,
-                        double test_fraction, std::size_t min_tokens);
+                        double test_fraction, std::size_t min_tokens, const Tokenizer* tokenizer = nullptr);
 
 }  // namespace qkv::data

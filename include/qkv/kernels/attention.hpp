@@ -36,7 +36,10 @@ struct AttentionMasks {
   Strides4 allowed_strides;
   const T* bias = nullptr;  ///< added to the scaled scores
   Strides4 bias_strides;
-  bool causal = false;  ///< key j allowed only when j <= i (top-left aligned)
+  bool causal = false;  ///< key j allowed only when j <= i + causal_offset
+  /// 0: top-left aligned (PyTorch's is_causal); Tk - Tq: bottom-right, for Tq new queries that
+  /// follow Tk - Tq cached keys (decoding with a KV cache).
+  std::size_t causal_offset = 0;
 };
 
 /// Dropout on the weights: p == 0 disables it.

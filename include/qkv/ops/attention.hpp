@@ -43,6 +43,9 @@ enum class AttentionImpl {
 struct AttentionOptions {
   double dropout_p = 0.0;               ///< dropout on the weights (applied as given: pass 0 in eval)
   bool is_causal = false;               ///< query i may attend keys j <= i (top-left aligned, as PyTorch)
+  /// With is_causal: query i may attend keys j <= i + causal_offset (Tk - Tq aligns the last
+  /// query with the last key: new queries after cached keys).
+  std::size_t causal_offset = 0;
   std::optional<double> scale;          ///< default 1/sqrt(D); 1 disables scaling
   bool need_weights = false;            ///< also return the (B, H, Tq, Tk) weights
   AttentionImpl impl = AttentionImpl::Fused;
