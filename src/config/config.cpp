@@ -291,6 +291,8 @@ std::vector<Field> fields(Config& c) {
           field("model", "positional", "positional", m.positional, nn::positional_names()),
           field("model", "attention", "attn.impl", m.attn.impl, nn::attention_impl_names()),
           field("model", "scale", "attn.scale", m.attn.scale),
+          field("model", "tie_embeddings", "tie_embeddings", m.tie_embeddings),
+          field("model", "attn_only", "attn_only", m.attn_only),
           field("task", "name", "name", t.name, data::task_names()),
           field("task", "vocab", "vocab", t.vocab), field("task", "length", "length", t.length),
           field("task", "pairs", "pairs", t.pairs), field("task", "queries", "queries", t.queries),
@@ -316,6 +318,7 @@ std::vector<Field> fields(Config& c) {
           field("schedule", "step_size", "step_size", s.step_size), field("schedule", "min_lr", "min_lr", s.min_lr),
           field("schedule", "gamma", "gamma", s.gamma),
           field("train", "steps", "steps", r.steps), field("train", "batch_size", "batch_size", r.batch_size),
+          field("train", "accumulate", "accumulate", r.accumulate),
           field("train", "eval_every", "eval_every", r.eval_every),
           field("train", "checkpoint_every", "checkpoint_every", r.checkpoint_every),
           field("train", "log_every", "log_every", r.log_every),
@@ -502,6 +505,10 @@ void validate_impl(const Config& c, const Origins& origins) {
     OptionChecker k("TrainConfig");
     k.positive(r.steps, "steps");
     k.positive(r.batch_size, "batch_size");
+    k.positive(r.accumulate, "accumulate");
+    k.require(r.batch_size % std::max<std::size_t>(r.accumulate, 1) == 0, {"accumulate", "batch_size"},
+              "{batch_size} (" + std::to_string(r.batch_size) + ") must be divisible by {accumulate} (" +
+                  std::to_string(r.accumulate) + ")");
     k.positive(r.eval_every, "eval_every");
     k.positive(r.checkpoint_every, "checkpoint_every");
     k.positive(r.log_every, "log_every");

@@ -141,6 +141,11 @@ void write_file(const std::string& file_name, const Checkpoint& ck) {
       split_name(name, "/metrics");
       h5::write_dataset(metrics, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, Shape{column.size()}, column.data());
     }
+    if (!ck.tokenizer.empty()) {  // a text model: its vocabulary, so that no corpus is needed to use it
+      Handle data = h5::create_group(root, "data");
+      h5::write_attribute(data, "tokenizer", ck.tokenizer);
+      h5::write_dataset(data, "vocab", H5T_STD_U32LE, H5T_NATIVE_UINT32, Shape{ck.vocab.size()}, ck.vocab.data());
+    }
     if (save_hook()) save_hook()("written");
     h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush " + file_name);
   }
@@ -277,6 +282,19 @@ Checkpoint read_file(const std::string& path) {
     std::vector<double> column(info.shape[0]);
     if (!column.empty()) h5::read_dataset(d, H5T_NATIVE_DOUBLE, column.data(), p);
     ck.metrics.emplace_back(name, std::move(column));
+  }
+
+  for (auto& [name, kind] : h5::children(root)) {
+    if (name != "data") continue;
+    Handle data = h5::open_group(root, "data", "/data");
+    ck.tokenizer = h5::read_string_attribute(data, "tokenizer", "/data");
+    Handle d = h5::open_dataset(data, "vocab", "/data/vocab");
+    h5::DatasetInfo info = h5::dataset_info(d, "/data/vocab");
+    if (info.type_class != H5T_INTEGER || info.shape.size() != 1 || info.shape[0] > 0x110000)
+      throw IoError("/data/vocab: expected uint32 code points (at most 1114112), found " + info.dtype + " " +
+                    shape_str(info.shape));
+    ck.vocab.resize(info.shape[0]);
+    if (!ck.vocab.empty()) h5::read_dataset(d, H5T_NATIVE_UINT32, ck.vocab.data(), "/data/vocab");
   }
   return ck;
 }

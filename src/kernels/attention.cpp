@@ -81,7 +81,7 @@ template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv) {
+                       std::size_t Dv, std::size_t kv_capacity) {
   // q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv) -> out (B,H,Tq,Dv), lse (B,H,Tq),
   // weights (B,H,Tq,Tk) when not null. One task per (b, h, block of kBq queries): each writes
   // its own rows of out, lse and weights.
@@ -103,8 +103,9 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
           const std::size_t bh = std::size_t(b) * H + std::size_t(h);
           const std::size_t q0 = std::size_t(qb) * kBq, nq = std::min(kBq, Tq - q0);
           const T* Q = q + (bh * Tq + q0) * D;
-          const T* K = k + bh * Tk * D;
-          const T* V = v + bh * Tk * Dv;
+          const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
+          const T* K = k + bh * cap * D;
+          const T* V = v + bh * cap * Dv;
           T* O = out + (bh * Tq + q0) * Dv;
           T* L = lse + bh * Tq + q0;
           std::fill(O, O + nq * Dv, T(0));
@@ -265,7 +266,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 #define QKV_INSTANTIATE(T)                                                                         \
   template void attention_forward<T>(                                                              \
       T*, T*, T*, const T*, const T*, const T*, const AttentionMasks<T>&, const AttentionDropout&, \
-      T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t);            \
+      T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t); \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
                                       const T*, const T*, const AttentionMasks<T>&,                \
                                       const AttentionDropout&, T, std::size_t, std::size_t,        \

@@ -5,6 +5,7 @@
 #include "qkv/nn/init.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/matmul.hpp"
+#include "qkv/ops/rope.hpp"
 #include "qkv/ops/reduce.hpp"
 #include "qkv/ops/shape.hpp"
 
@@ -59,6 +60,9 @@ void MultiHeadAttentionOptions::validate() const {
   c.in_range(dropout, "dropout", 0, false, 1, true);
   c.require(!scale || *scale > 0, {"scale"},
             "expected a positive scale (or none, meaning 1/sqrt(head_dim)), found " + number_text(scale.value_or(0)));
+  const std::size_t D = head_dim ? head_dim : (num_heads ? embed_dim / num_heads : 0);
+  c.require(!rope || D % 2 == 0, {"rope", "head_dim"}, "rotary embeddings turn pairs of dimensions: the head width D = " +
+                                                          std::to_string(D) + " must be even");
 }
 
 const NameTable<AttentionImpl>& attention_impl_names() {
@@ -108,10 +112,15 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   if (key.dim(0) != query.dim(0) || value.dim(0) != query.dim(0)) fail("batch sizes differ");
   if (key.dim(1) != value.dim(1)) fail("key and value lengths differ");
   const std::size_t B = query.dim(0), Tk = key.dim(1);
+  if (args.cache) return forward_cached(query, key, value, args);
 
-  // (B, T, H*D) -> (B, H, T, D)
-  Variable<T> q = (*hook_q)(split_heads(w_q->forward(query), H));
-  Variable<T> k = (*hook_k)(split_heads(w_k->forward(key), H));
+  // (B, T, H*D) -> (B, H, T, D), rotated by position when the layer uses rotary embeddings
+  auto heads = [&](const Variable<T>& x, const Linear<T>& w) {
+    Variable<T> h = split_heads(w.forward(x), H);
+    return options_.rope ? rope(h, args.position, options_.rope_base) : h;
+  };
+  Variable<T> q = (*hook_q)(heads(query, *w_q));
+  Variable<T> k = (*hook_k)(heads(key, *w_k));
   Variable<T> v = (*hook_v)(split_heads(w_v->forward(value), H));
 
   AttentionMask<T> mask = args.attn_mask;
@@ -142,6 +151,50 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   MultiHeadAttentionOutput<T> out;
   out.output = (*hook_result)(w_o->forward(merge_heads((*hook_z)(z))));
   if (args.need_weights) out.weights = args.average_attn_weights ? mean(att.weights, {1}) : att.weights;
+  return out;
+}
+
+namespace {
+// cache[:, :, at : at + T] = x (B, H, T, D), growing the cache (doubling) when it is full.
+template <class T>
+void append(Array<T>& cache, const Array<T>& x, std::size_t at) {
+  const std::size_t B = x.shape()[0], H = x.shape()[1], Tn = x.shape()[2], D = x.shape()[3];
+  const std::size_t cap = cache.dimension() == 4 ? cache.shape()[2] : 0;
+  if (at + Tn > cap) {
+    const std::size_t grown = std::max(at + Tn, 2 * cap);
+    Array<T> bigger = Array<T>::from_shape({B, H, grown, D});
+    for (std::size_t bh = 0; bh < B * H; ++bh)
+      std::copy(cache.data() + bh * cap * D, cache.data() + (bh * cap + at) * D, bigger.data() + bh * grown * D);
+    cache = std::move(bigger);
+  }
+  const std::size_t c = cache.shape()[2];
+  for (std::size_t bh = 0; bh < B * H; ++bh)
+    std::copy(x.data() + bh * Tn * D, x.data() + (bh + 1) * Tn * D, cache.data() + (bh * c + at) * D);
+}
+}  // namespace
+
+template <class T>
+MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward_cached(const Variable<T>& query, const Variable<T>& key,
+                                                                  const Variable<T>& value,
+                                                                  const MultiHeadAttentionArgs<T>& args) const {
+  if (autograd::grad_enabled())
+    throw Error(std::string(kWho) + ": decoding with a KV cache is inference only: run it under NoGradGuard");
+  if (!args.attn_mask.empty() || args.key_padding_mask)
+    throw ValueError(std::string(kWho) + ": masks are not supported with a KV cache (causal decoding only)");
+  KVCache<T>& cache = *args.cache;
+  const std::size_t H = options_.num_heads, at = cache.length;
+  Variable<T> q = split_heads(w_q->forward(query), H);
+  if (options_.rope) q = rope(q, at, options_.rope_base);
+  if (!args.fixed_cache || cache.length == 0) {
+    Variable<T> k = split_heads(w_k->forward(key), H);
+    if (options_.rope) k = rope(k, at, options_.rope_base);
+    append(cache.k, k.value(), at);
+    append(cache.v, split_heads(w_v->forward(value), H).value(), at);
+    cache.length += key.dim(1);
+  }
+  Variable<T> z(cached_attention(q, cache.k, cache.v, cache.length, !args.fixed_cache, options_.scale));
+  MultiHeadAttentionOutput<T> out;
+  out.output = w_o->forward(merge_heads(z));
   return out;
 }
 

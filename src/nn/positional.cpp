@@ -15,14 +15,14 @@ void check_options(const PositionalOptions& o, const char* who) {
                      std::to_string(o.max_len) + " and " + std::to_string(o.dim));
 }
 
-// x must be (B, T, C) with C = dim and T <= max_len; returns T.
+// x must be (B, T, C) with C = dim and offset + T <= max_len; returns T.
 template <class T>
-std::size_t check_input(const Variable<T>& x, const PositionalOptions& o, const char* who) {
+std::size_t check_input(const Variable<T>& x, std::size_t offset, const PositionalOptions& o, const char* who) {
   if (x.ndim() != 3 || x.dim(2) != o.dim)
     throw ShapeError(std::string(who) + ": expected input (B, T, " + std::to_string(o.dim) + "), found " +
                      shape_str(x.shape()));
-  if (x.dim(1) > o.max_len)
-    throw ShapeError(std::string(who) + ": sequence length " + std::to_string(x.dim(1)) + " exceeds max_len " +
+  if (offset + x.dim(1) > o.max_len)
+    throw ShapeError(std::string(who) + ": sequence length " + std::to_string(offset + x.dim(1)) + " exceeds max_len " +
                      std::to_string(o.max_len));
   return x.dim(1);
 }
@@ -38,10 +38,10 @@ LearnedPositionalEncoding<T>::LearnedPositionalEncoding(const PositionalOptions&
 }
 
 template <class T>
-Variable<T> LearnedPositionalEncoding<T>::forward(const Variable<T>& x) const {
-  const std::size_t len = check_input(x, options_, "LearnedPositionalEncoding");
+Variable<T> LearnedPositionalEncoding<T>::forward(const Variable<T>& x, std::size_t offset) const {
+  const std::size_t len = check_input(x, offset, options_, "LearnedPositionalEncoding");
   // (T, C) broadcasts over the batch.
-  return this->hooked(add(x, slice(weight, 0, 0, len)));
+  return this->hooked(add(x, slice(weight, 0, offset, offset + len)));
 }
 
 template <class T>
@@ -60,11 +60,11 @@ SinusoidalPositionalEncoding<T>::SinusoidalPositionalEncoding(const PositionalOp
 }
 
 template <class T>
-Variable<T> SinusoidalPositionalEncoding<T>::forward(const Variable<T>& x) const {
-  const std::size_t len = check_input(x, options_, "SinusoidalPositionalEncoding");
+Variable<T> SinusoidalPositionalEncoding<T>::forward(const Variable<T>& x, std::size_t offset) const {
+  const std::size_t len = check_input(x, offset, options_, "SinusoidalPositionalEncoding");
   const std::size_t C = options_.dim;
   Array<T> pe = Array<T>::from_shape({len, C});
-  std::copy(table_.data(), table_.data() + len * C, pe.data());
+  std::copy(table_.data() + offset * C, table_.data() + (offset + len) * C, pe.data());
   return this->hooked(add(x, Variable<T>(std::move(pe))));
 }
 

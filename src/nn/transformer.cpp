@@ -1,14 +1,21 @@
 #include "qkv/nn/transformer.hpp"
 
+#include <cmath>
+
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/matmul.hpp"
+
 namespace qkv::nn {
 
 const NameTable<Positional>& positional_names() {
-  static const NameTable<Positional> table{{"sinusoidal", Positional::Sinusoidal}, {"learned", Positional::Learned}};
+  static const NameTable<Positional> table{
+      {"sinusoidal", Positional::Sinusoidal}, {"learned", Positional::Learned}, {"rope", Positional::Rope}};
   return table;
 }
 
 const NameTable<Arch>& arch_names() {
-  static const NameTable<Arch> table{{"encoder", Arch::Encoder}, {"encoder_decoder", Arch::EncoderDecoder}};
+  static const NameTable<Arch> table{
+      {"encoder", Arch::Encoder}, {"encoder_decoder", Arch::EncoderDecoder}, {"decoder", Arch::Decoder}};
   return table;
 }
 
@@ -17,6 +24,15 @@ void TransformerOptions::validate() const {
   c.nested("", [&] { TransformerLayerOptions::validate(); });
   c.positive(layers, "layers");
   c.positive(max_len, "max_len");
+  c.require(positional != Positional::Rope || arch == Arch::Decoder, {"positional", "arch"},
+            "rotary positions ({positional} rope) are for the decoder-only model ({arch} decoder)");
+  c.require(!attn_only || arch != Arch::EncoderDecoder, {"attn_only", "arch"},
+            "{attn_only} is for encoder-only and decoder-only stacks, not {arch} encoder_decoder");
+  c.require(!tie_embeddings || arch == Arch::Decoder, {"tie_embeddings", "arch"},
+            "{tie_embeddings} shares the decoder-only model's token embedding with its output layer ({arch} decoder)");
+  const std::size_t D = attn.head_dim ? attn.head_dim : d_model / std::max<std::size_t>(attn.num_heads, 1);
+  c.require(positional != Positional::Rope || D % 2 == 0, {"positional", "attn.head_dim"},
+            "rotary positions turn pairs of dimensions: the head width D = " + std::to_string(D) + " must be even");
 }
 
 namespace {
@@ -25,6 +41,7 @@ template <class T>
 std::shared_ptr<PositionalEncoding<T>> make_positional(const TransformerOptions& o, Generator& gen) {
   PositionalOptions p{o.max_len, o.d_model};
   if (o.positional == Positional::Learned) return std::make_shared<LearnedPositionalEncoding<T>>(p, gen);
+  if (o.positional == Positional::Rope) return nullptr;
   return std::make_shared<SinusoidalPositionalEncoding<T>>(p);
 }
 
@@ -151,9 +168,75 @@ std::vector<std::pair<std::string, Shape>> parameter_shapes(const TransformerOpt
   MetaGuard meta;
   Generator gen(0);
   if (options.arch == Arch::EncoderDecoder) return Seq2SeqModel<float>(input_vocab, output_vocab, options, gen).named_parameter_shapes();
+  if (options.arch == Arch::Decoder) return DecoderModel<float>(input_vocab, options, gen).named_parameter_shapes();
   return EncoderModel<float>(input_vocab, output_vocab, options, gen).named_parameter_shapes();
 }
 
+// ---- DecoderModel ----
+
+namespace {
+// The blocks of a decoder-only model: every self-attention rotary when the positions are.
+TransformerOptions decoder_layer_options(TransformerOptions o) {
+  o.attn.rope = o.positional == Positional::Rope;
+  return o;
+}
+}  // namespace
+
+template <class T>
+DecoderModel<T>::DecoderModel(std::size_t vocab, const TransformerOptions& options, Generator& gen) : options_(options) {
+  options.validate();
+  const std::size_t C = options.d_model;
+  EmbeddingOptions e{vocab, C, options.tie_embeddings ? 1.0 / std::sqrt(double(C)) : 1.0};
+  tok_emb = this->register_module("tok_emb", std::make_shared<Embedding<T>>(e, gen));
+  if (auto p = make_positional<T>(options, gen)) pos = this->register_module("pos", p);
+  emb_drop = this->register_module("emb_drop", std::make_shared<Dropout<T>>(options.dropout));
+  blocks = this->register_module("blocks", make_blocks<TransformerEncoderLayer<T>>(decoder_layer_options(options), gen));
+  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(C));
+  if (!options.tie_embeddings) head = this->register_module("head", std::make_shared<Linear<T>>(C, vocab, false, gen));
+}
+
+template <class T>
+Variable<T> DecoderModel<T>::run(const IndexArray& tokens, DecoderCache<T>* cache) const {
+  check_tokens(tokens, "DecoderModel", "tokens");
+  const std::size_t at = cache ? cache->length() : 0;
+  if (cache && cache->layers.size() != blocks->size())
+    throw ValueError("DecoderModel: a cache for " + std::to_string(cache->layers.size()) + " layers given to a model of " +
+                     std::to_string(blocks->size()) + " (use make_cache())");
+  if (at + tokens.shape()[1] > options_.max_len)
+    throw ShapeError("DecoderModel: positions up to " + std::to_string(at + tokens.shape()[1]) + " exceed max_len " +
+                     std::to_string(options_.max_len));
+  Variable<T> h = tok_emb->forward(tokens);
+  if (options_.tie_embeddings) h = mul_scalar(h, T(std::sqrt(double(options_.d_model))));
+  if (pos) h = pos->forward(h, at);
+  h = emb_drop->forward(h);
+  for (std::size_t i = 0; i < blocks->size(); ++i)
+    h = (*blocks)[i].forward(h, std::nullopt, true, cache ? &cache->layers[i] : nullptr);
+  if (norm) h = norm->forward(h);
+  return this->hooked(head ? head->forward(h) : linear(h, tok_emb->weight, Variable<T>()));
+}
+
+template <class T>
+Variable<T> DecoderModel<T>::forward(const IndexArray& tokens) const {
+  return run(tokens, nullptr);
+}
+
+template <class T>
+Variable<T> DecoderModel<T>::forward(const IndexArray& tokens, DecoderCache<T>& cache) const {
+  return run(tokens, &cache);
+}
+
+template <class T>
+Variable<T> Seq2SeqModel<T>::decode(const Variable<T>& memory, const IndexArray& tgt_tokens, DecodeCache& cache) const {
+  check_tokens(tgt_tokens, "Seq2SeqModel", "tgt_tokens");
+  Variable<T> h = tgt_pos->forward(tgt_emb->forward(tgt_tokens), cache.length());
+  for (std::size_t i = 0; i < decoder->blocks->size(); ++i)
+    h = (*decoder->blocks)[i].forward(h, memory, cache.self[i], cache.cross[i]);
+  if (decoder->norm) h = decoder->norm->forward(h);
+  return head->forward(h);
+}
+
+template class DecoderModel<float>;
+template class DecoderModel<double>;
 template class EncoderModel<float>;
 template class EncoderModel<double>;
 template class TransformerEncoder<float>;

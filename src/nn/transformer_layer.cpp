@@ -34,25 +34,26 @@ TransformerEncoderLayer<T>::TransformerEncoderLayer(const TransformerLayerOption
     : options_(options) {
   options.validate();
   attn = this->register_module("attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
-  ff = this->register_module("ff", std::make_shared<FeedForward<T>>(options.feed_forward(), gen));
+  if (!options.attn_only) ff = this->register_module("ff", std::make_shared<FeedForward<T>>(options.feed_forward(), gen));
   norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
-  norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  if (!options.attn_only) norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
   drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
 }
 
 template <class T>
 Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask,
-                                                bool is_causal) const {
+                                                bool is_causal, KVCache<T>* cache) const {
   MultiHeadAttentionArgs<T> args;
   args.key_padding_mask = key_padding_mask;
   args.is_causal = is_causal;
+  args.cache = cache;
   auto sa = [&](const Variable<T>& h) { return drop1->forward(attn->forward(h, h, h, args).output); };
   if (options_.norm_first) {
     Variable<T> y = add(x, sa(norm1->forward(x)));
-    return this->hooked(add(y, ff->forward(norm2->forward(y))));
+    return this->hooked(ff ? add(y, ff->forward(norm2->forward(y))) : y);
   }
   Variable<T> y = norm1->forward(add(x, sa(x)));
-  return this->hooked(norm2->forward(add(y, ff->forward(y))));
+  return this->hooked(ff ? norm2->forward(add(y, ff->forward(y))) : y);
 }
 
 template <class T>
@@ -90,6 +91,25 @@ Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Vari
   Variable<T> y = norm1->forward(add(x, sa(x)));
   y = norm2->forward(add(y, ca(y)));
   return this->hooked(norm3->forward(add(y, ff->forward(y))));
+}
+
+template <class T>
+Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Variable<T>& memory, KVCache<T>& self_cache,
+                                                KVCache<T>& cross_cache) const {
+  MultiHeadAttentionArgs<T> self_args, cross_args;
+  self_args.cache = &self_cache;
+  cross_args.cache = &cross_cache;
+  cross_args.fixed_cache = true;
+  auto sa = [&](const Variable<T>& h) { return self_attn->forward(h, h, h, self_args).output; };
+  auto ca = [&](const Variable<T>& h) { return cross_attn->forward(h, memory, memory, cross_args).output; };
+  if (options_.norm_first) {
+    Variable<T> y = add(x, sa(norm1->forward(x)));
+    y = add(y, ca(norm2->forward(y)));
+    return add(y, ff->forward(norm3->forward(y)));
+  }
+  Variable<T> y = norm1->forward(add(x, sa(x)));
+  y = norm2->forward(add(y, ca(y)));
+  return norm3->forward(add(y, ff->forward(y)));
 }
 
 template class TransformerEncoderLayer<float>;

@@ -154,6 +154,36 @@ AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Vari
                                               : composite(q, k, v, mask, options, n, scale);
 }
 
+template <class T>
+Array<T> cached_attention(const Variable<T>& q, const Array<T>& k_cache, const Array<T>& v_cache, std::size_t length,
+                          bool causal, std::optional<double> scale) {
+  if (needs_grad(q))
+    throw Error("cached_attention: decoding with a KV cache records no gradient; run it under NoGradGuard");
+  const Shape& sq = q.shape();
+  const bool ok = sq.size() == 4 && k_cache.dimension() == 4 && v_cache.dimension() == 4 && k_cache.shape()[0] == sq[0] &&
+                  k_cache.shape()[1] == sq[1] && k_cache.shape()[3] == sq[3] && v_cache.shape()[0] == sq[0] &&
+                  v_cache.shape()[1] == sq[1] && v_cache.shape()[2] == k_cache.shape()[2] &&
+                  length <= k_cache.shape()[2] && length >= (causal ? sq[2] : 1);
+  if (!ok)
+    throw ShapeError("cached_attention: expected q (B, H, Tq, D), caches (B, H, capacity, D) and (B, H, capacity, Dv) "
+                     "holding length >= Tq keys; got q " + shape_str(sq) + ", k " + shape_str(k_cache.shape()) + ", v " +
+                     shape_str(v_cache.shape()) + ", length " + std::to_string(length));
+  const std::size_t B = sq[0], H = sq[1], Tq = sq[2], D = sq[3], Dv = v_cache.shape()[3], cap = k_cache.shape()[2];
+  kernels::AttentionMasks<T> m;
+  m.causal = causal;
+  m.causal_offset = causal ? length - Tq : 0;
+  Array<T> out = Array<T>::from_shape({B, H, Tq, Dv});
+  Array<T> lse = Array<T>::from_shape({B, H, Tq});
+  kernels::attention_forward<T>(out.data(), lse.data(), nullptr, q.data(), k_cache.data(), v_cache.data(), m, {},
+                                scale ? T(*scale) : T(1.0 / std::sqrt(double(D))), B, H, Tq, length, D, Dv, cap);
+  return out;
+}
+
+template Array<float> cached_attention(const Variable<float>&, const Array<float>&, const Array<float>&, std::size_t, bool,
+                                       std::optional<double>);
+template Array<double> cached_attention(const Variable<double>&, const Array<double>&, const Array<double>&, std::size_t,
+                                        bool, std::optional<double>);
+
 template AttentionOutput<float> scaled_dot_product_attention(const Variable<float>&,
                                                              const Variable<float>&,
                                                              const Variable<float>&,

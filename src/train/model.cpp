@@ -46,22 +46,19 @@ class Seq2SeqTaskModel : public TaskModel {
     return model_->forward(b.inputs, b.decoder_inputs);
   }
   IndexArray predict(const data::Batch& b, const Array<float>&) override {
-    // Greedy decoding: feed BOS, take the argmax at the last position, append, repeat.
+    // Greedy decoding with the KV cache: feed BOS, take the argmax, feed it, repeat; each step
+    // costs one position of the decoder (the memory's keys and values are projected once).
+    NoGradGuard no_grad;
     const std::size_t B = b.targets.shape()[0], T = b.targets.shape()[1];
-    Variable<float> memory = model_->encode(b.inputs);
+    const Variable<float> memory = model_->encode(b.inputs);
+    auto cache = model_->make_cache();
     IndexArray out = IndexArray::from_shape({B, T});
+    IndexArray next = IndexArray::from_shape({B, 1});
+    std::fill(next.begin(), next.end(), bos_);
     for (std::size_t t = 0; t < T; ++t) {
-      IndexArray tgt_in = IndexArray::from_shape({B, t + 1});
-      for (std::size_t i = 0; i < B; ++i) {
-        tgt_in(i, 0) = bos_;
-        for (std::size_t j = 0; j < t; ++j) tgt_in(i, j + 1) = out(i, j);
-      }
-      Array<float> logits = model_->decode(memory, tgt_in).value();
-      const std::size_t V = logits.shape()[2];
-      for (std::size_t i = 0; i < B; ++i) {
-        const float* row = logits.data() + (i * (t + 1) + t) * V;
-        out(i, t) = Index(std::max_element(row, row + V) - row);
-      }
+      const Array<float> logits = model_->decode(memory, next, cache).value();  // (B, 1, V)
+      const IndexArray best = argmax_last(logits);
+      for (std::size_t i = 0; i < B; ++i) out(i, t) = next(i, 0) = best(i, 0);
     }
     return out;
   }
@@ -80,6 +77,23 @@ class Seq2SeqTaskModel : public TaskModel {
   std::unique_ptr<nn::Seq2SeqModel<float>> model_;
 };
 
+// A decoder-only model: next-token logits at every position; its context is the task's length.
+class DecoderTaskModel : public TaskModel {
+ public:
+  DecoderTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) {
+    nn::TransformerOptions o = cfg.model;
+    o.max_len = task.input_length();
+    model_ = std::make_unique<nn::DecoderModel<float>>(task.input_vocab(), o, gen);
+  }
+  nn::Module<float>& module() override { return *model_; }
+  Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs); }
+  IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
+  const nn::DecoderModel<float>* decoder() const override { return model_.get(); }
+
+ private:
+  std::unique_ptr<nn::DecoderModel<float>> model_;
+};
+
 }  // namespace
 
 std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Task& task, Generator& gen) {
@@ -89,8 +103,12 @@ std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Tas
       throw ValueError("model.arch: task '" + task.name() + "' is sequence-to-sequence and needs arch encoder_decoder, found '" + arch + "'");
     return std::make_unique<Seq2SeqTaskModel>(cfg, task, gen);
   }
+  if (task.next_token() && cfg.model.arch != nn::Arch::Decoder)
+    throw ValueError("model.arch: task '" + task.name() + "' predicts the next token and needs arch decoder (causal: an " +
+                     arch + " would read the answer), found '" + arch + "'");
+  if (cfg.model.arch == nn::Arch::Decoder) return std::make_unique<DecoderTaskModel>(cfg, task, gen);
   if (cfg.model.arch != nn::Arch::Encoder)
-    throw ValueError("model.arch: task '" + task.name() + "' labels positions and needs arch encoder, found '" + arch + "'");
+    throw ValueError("model.arch: task '" + task.name() + "' labels positions and needs arch encoder or decoder, found '" + arch + "'");
   return std::make_unique<EncoderTaskModel>(cfg, task, gen);
 }
 

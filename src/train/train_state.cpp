@@ -62,4 +62,28 @@ TrainState TrainState::load(const io::Checkpoint& c, const std::string& path) {
   return state;
 }
 
+void save_vocabulary(const data::Task& task, io::Checkpoint& c) {
+  if (const data::Tokenizer* t = task.tokenizer()) {
+    c.tokenizer = data::name(t->kind());
+    c.vocab = t->to_vocab();
+  }
+}
+
+std::optional<data::Tokenizer> stored_tokenizer(const io::Checkpoint& c, const std::string& path) {
+  if (c.tokenizer.empty()) return std::nullopt;
+  try {
+    return data::Tokenizer::from_vocab(data::parse_tokenizer(c.tokenizer), c.vocab);
+  } catch (const ValueError& e) {
+    throw io::IoError(path + ": /data: " + e.what());
+  }
+}
+
+void check_vocabulary(const data::Task& task, const io::Checkpoint& c, const std::string& path) {
+  const data::Tokenizer* t = task.tokenizer();
+  if (t && (c.tokenizer != data::name(t->kind()) || c.vocab != t->to_vocab()))
+    throw ValueError("--resume " + path + ": the corpus gives another vocabulary than the checkpoint's (" +
+                     std::to_string(t->to_vocab().size()) + " vs " + std::to_string(c.vocab.size()) +
+                     " characters): task.path must name the same text");
+}
+
 }  // namespace qkv::train

@@ -48,9 +48,9 @@ class Run {
     const int threads = opt.threads > 0 ? opt.threads : cfg.train.threads;
     if (threads > 0) set_num_threads(threads);
     else if (comm.local_size() > 1) set_num_threads(std::max(1, num_threads() / comm.local_size()));  // cores are shared
-    if (cfg.train.batch_size % std::size_t(dp_.size()) != 0)
-      throw ValueError("train.batch_size: " + std::to_string(cfg.train.batch_size) +
-                       " must be divisible by the number of MPI ranks (" + std::to_string(dp_.size()) + ")");
+    if (cfg.train.batch_size % (std::size_t(dp_.size()) * cfg.train.accumulate) != 0)
+      throw ValueError("train.batch_size: " + std::to_string(cfg.train.batch_size) + " must be divisible by the number of MPI ranks (" +
+                       std::to_string(dp_.size()) + ") times train.accumulate (" + std::to_string(cfg.train.accumulate) + ")");
     task_ = data::make_task(cfg.task);
     data_ = std::make_unique<data::Dataset>(task_, cfg.seed, cfg.task.eval_size, cfg.task.train_size);
     if (cfg.task.train_size > 0) probe_ = data_->train_examples(0, std::min(cfg.task.train_size, cfg.task.eval_size));
@@ -78,7 +78,7 @@ class Run {
     g_stop = false;
     const std::int64_t total = std::int64_t(cfg_.train.steps), started_at = state_.step;
     const double target = cfg_.train.target_accuracy;
-    StepOptions step_options{cfg_.train.label_smoothing, cfg_.optimizer.clip_grad_norm, !probe_.size(), {}};
+    StepOptions step_options{cfg_.train.label_smoothing, cfg_.optimizer.clip_grad_norm, !probe_.size(), cfg_.train.accumulate, {}};
     StepOptions eval_step_options = step_options;
     eval_step_options.after_backward = [this] { read_qk_gradients(); };
     auto window = Clock::now();
@@ -208,6 +208,7 @@ class Run {
     state_.dropout_rng = {default_generator().seed(), default_generator().offset()};
     state_.save(c);
     c.metrics = metrics_.history();
+    save_vocabulary(*task_, c);
     io::save_checkpoint(path(name), c);
   }
 
@@ -222,6 +223,7 @@ class Run {
     for (auto& d : differ) listed += "\n  " + d;
     if (!listed.empty()) throw ValueError("--resume " + file + ": the checkpoint was trained with another model, task or seed:" + listed);
     io::check_compatible(model_->module().state_dict(), c.model, file);
+    check_vocabulary(*task_, c, file);
     model_->module().load_state_dict(c.model);
     optimizer_->load_state_dict({c.optimizer_step, c.optimizer});
     state_ = TrainState::load(c, file);

@@ -231,7 +231,7 @@ TEST_CASE("config: malformed files name file, line, key, expected and found") {
       {"unknown task", "task:\n  name: sorting\n", {"bad.yaml:2: task.name:", "copy, reverse, sort, recall", "'sorting'"}},
       {"unknown optimizer", "optimizer:\n  name: lamb\n", {"bad.yaml:2: optimizer.name:", "sgd, adam, adamw"}},
       {"unknown schedule", "schedule:\n  name: linear\n", {"bad.yaml:2: schedule.name:", "constant, cosine, step"}},
-      {"unknown arch", "model:\n  arch: decoder\n", {"bad.yaml:2: model.arch:", "encoder, encoder_decoder"}},
+      {"unknown arch", "model:\n  arch: gpt\n", {"bad.yaml:2: model.arch:", "encoder, encoder_decoder, decoder"}},
       {"recall pairs above vocab", "task:\n  name: recall\n  vocab: 8\n  pairs: 9\n",
        {"bad.yaml:4: task.pairs:", "must not exceed task.vocab", "9", "8"}},
       {"eval_size zero", "task:\n  eval_size: 0\n", {"bad.yaml:2: task.eval_size:", "positive integer"}},
@@ -245,7 +245,8 @@ TEST_CASE("config: malformed files name file, line, key, expected and found") {
   };
   CHECK(cases.size() >= 30);
   for (const Case& c : cases) {
-    CAPTURE(c.what);
+    const std::string what = c.what;
+    CAPTURE(what);
     std::string msg = error_of(c.yaml);
     CAPTURE(msg);
     REQUIRE(!msg.empty());

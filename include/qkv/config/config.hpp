@@ -23,7 +23,8 @@ namespace qkv::config {
 /// The `train` section: how the loop runs (the trainer's own settings).
 struct TrainConfig {
   std::size_t steps = 2000;
-  std::size_t batch_size = 64;  ///< B
+  std::size_t batch_size = 64;  ///< B, the examples of one optimizer step (over all ranks)
+  std::size_t accumulate = 1;   ///< gradient accumulation: micro-batches of batch_size / accumulate
   std::size_t eval_every = 100;
   std::size_t checkpoint_every = 500;
   std::size_t log_every = 10;

@@ -14,6 +14,8 @@
 ///     /rng/<name>          uint64[2]: (seed, offset) of each generator
 ///     /train               float64 attributes (best_accuracy, data_position, ...)
 ///     /metrics/<column>    float64[n] logged history
+///     /data                text models only: attribute tokenizer ("byte" | "char"), dataset
+///                          vocab (uint32 code points of the char vocabulary, in id order)
 
 #include <array>
 #include <cstddef>
@@ -77,6 +79,10 @@ struct Checkpoint {
   std::vector<std::pair<std::string, std::array<std::uint64_t, 2>>> rng;  ///< -> /rng/<name> (seed, offset)
   std::vector<std::pair<std::string, double>> scalars;  ///< -> attributes of /train
   std::vector<std::pair<std::string, std::vector<double>>> metrics;  ///< -> /metrics/<column>
+  /// Text models: the tokenizer ("byte" or "char") -> attribute tokenizer of /data, and the char
+  /// vocabulary's code points -> /data/vocab (uint32; empty for byte). "" (no /data): not a text model.
+  std::string tokenizer;
+  std::vector<std::uint32_t> vocab;
 };
 
 /// Write atomically: everything goes to "<path>.tmp-<pid>", which is flushed, closed and

@@ -52,12 +52,14 @@ struct AttentionDropout {
 /// Forward.
 /// out (B, H, Tq, Dv), lse (B, H, Tq), weights (B, H, Tq, Tk) or nullptr (then never computed);
 /// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); all contiguous row-major.
-/// weights = Pd (after dropout, as PyTorch returns them).
+/// weights = Pd (after dropout, as PyTorch returns them). kv_capacity > 0: k and v are caches
+/// (B, H, kv_capacity, D) and (B, H, kv_capacity, Dv) of which the first Tk rows per (b, h) are
+/// read (decoding with a KV cache); 0 means kv_capacity = Tk.
 template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv);
+                       std::size_t Dv, std::size_t kv_capacity = 0);
 
 /// Backward: writes (assigns, does not add) dq (B, H, Tq, D), dk (B, H, Tk, D), dv (B, H, Tk, Dv);
 /// any of them may be nullptr (not computed). dout, out (B, H, Tq, Dv) and lse (B, H, Tq) are the

@@ -43,9 +43,24 @@ struct MultiHeadAttentionOptions {
   std::size_t head_dim = 0;
   AttentionImpl impl = AttentionImpl::Fused;
   std::optional<double> scale;  ///< default 1 / sqrt(D)
+  /// Rotary position embedding of q and k (qkv::rope) at each query's and key's position, after
+  /// the heads are split (self-attention of a decoder; Su et al. 2021). Needs D even.
+  bool rope = false;
+  double rope_base = 10000.0;
   /// embed_dim and num_heads positive, H divides E unless head_dim is set, dropout in [0, 1),
-  /// scale positive when set; throws OptionError.
+  /// scale positive when set, D even with rope; throws OptionError.
   void validate() const;
+};
+
+/// The keys and values an attention layer has seen, for decoding one step at a time: k (B, H,
+/// capacity, D), v (B, H, capacity, Dv), the first `length` positions filled. Capacity grows as
+/// needed (reserve() avoids the copies).
+template <class T>
+struct KVCache {
+  Array<T> k, v;
+  std::size_t length = 0;
+  std::size_t capacity() const { return k.dimension() == 4 ? k.shape()[2] : 0; }
+  void clear() { length = 0; }
 };
 
 /// The names configs use for AttentionImpl: "fused", "composite".
@@ -64,6 +79,14 @@ struct MultiHeadAttentionArgs {
   bool need_weights = false;         ///< return the attention weights (PyTorch's default is true)
   bool average_attn_weights = true;  ///< weights averaged over heads: (B, Tq, Tk)
   bool is_causal = false;            ///< query i attends keys j <= i only (combined with the masks)
+  /// Position of the first query and key (the rotary angle offset; 0 for a whole sequence).
+  std::size_t position = 0;
+  /// Decoding (inference: under NoGradGuard, no masks, no dropout): the new keys and values are
+  /// appended to `cache` and the queries attend everything cached, causally (query i sits at
+  /// position cache->length + i). With `fixed_cache` (cross-attention over a memory) the cache
+  /// is filled from key and value on first use and read, not appended to, afterwards.
+  KVCache<T>* cache = nullptr;
+  bool fixed_cache = false;
 };
 
 template <class T>
@@ -101,6 +124,8 @@ class MultiHeadAttention : public Module<T> {
   std::shared_ptr<HookPoint<T>> hook_q, hook_k, hook_v, hook_pattern, hook_z, hook_result;
 
  private:
+  MultiHeadAttentionOutput<T> forward_cached(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
+                                             const MultiHeadAttentionArgs<T>& args) const;
   MultiHeadAttentionOptions options_;
   std::size_t head_dim_ = 0;
   Generator* generator_ = nullptr;

@@ -13,12 +13,13 @@ struct PositionalOptions {
   double init_std = 1.0;       ///< learned only: table ~ N(0, init_std^2), like an nn.Embedding
 };
 
-/// Base of both encodings: forward(x (B, T, C)) -> x + P[:T] (B, T, C).
+/// Base of both encodings: forward(x (B, T, C), offset) -> x + P[offset : offset + T] (B, T, C);
+/// offset + T <= max_len (ShapeError otherwise). offset > 0 continues a sequence (decoding).
 template <class T>
 class PositionalEncoding : public Module<T> {
  public:
-  virtual Variable<T> forward(const Variable<T>& x) const = 0;
-  Variable<T> operator()(const Variable<T>& x) const { return forward(x); }
+  virtual Variable<T> forward(const Variable<T>& x, std::size_t offset = 0) const = 0;
+  Variable<T> operator()(const Variable<T>& x, std::size_t offset = 0) const { return forward(x, offset); }
 };
 
 /// A learned table of positions: y[b, t, :] = x[b, t, :] + weight[t, :].
@@ -29,7 +30,7 @@ class LearnedPositionalEncoding : public PositionalEncoding<T> {
  public:
   explicit LearnedPositionalEncoding(const PositionalOptions& options, Generator& gen = default_generator());
 
-  Variable<T> forward(const Variable<T>& x) const override;
+  Variable<T> forward(const Variable<T>& x, std::size_t offset = 0) const override;
 
   const PositionalOptions& options() const { return options_; }
   Variable<T> weight;  ///< (max_len, C)
@@ -47,7 +48,7 @@ class SinusoidalPositionalEncoding : public PositionalEncoding<T> {
  public:
   explicit SinusoidalPositionalEncoding(const PositionalOptions& options);
 
-  Variable<T> forward(const Variable<T>& x) const override;
+  Variable<T> forward(const Variable<T>& x, std::size_t offset = 0) const override;
 
   /// The (max_len, C) table PE.
   const Array<T>& table() const { return table_; }

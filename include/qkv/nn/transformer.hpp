@@ -19,13 +19,15 @@
 
 namespace qkv::nn {
 
-enum class Positional { Sinusoidal, Learned };
-/// The names configs use: "sinusoidal", "learned".
+/// How positions enter: added to the token embeddings (sinusoidal, learned), or as rotations of
+/// q and k inside every self-attention (rope: qkv::rope; decoder only).
+enum class Positional { Sinusoidal, Learned, Rope };
+/// The names configs use: "sinusoidal", "learned", "rope".
 const NameTable<Positional>& positional_names();
 
 /// Which model a TransformerOptions describes (what train::make_model builds).
-enum class Arch { Encoder, EncoderDecoder };
-/// The names configs use: "encoder", "encoder_decoder".
+enum class Arch { Encoder, EncoderDecoder, Decoder };
+/// The names configs use: "encoder", "encoder_decoder", "decoder".
 const NameTable<Arch>& arch_names();
 
 /// A whole model's options: the options of every layer (inherited: d_model, attn, ff, dropout,
@@ -36,8 +38,59 @@ struct TransformerOptions : TransformerLayerOptions {
   Positional positional = Positional::Sinusoidal;
   std::size_t max_len = 1024;  ///< longest sequence the positional encoding accepts
   bool causal = false;         ///< EncoderModel only: position t sees positions <= t
-  /// The layer's rules plus layers and max_len positive; throws OptionError.
+  /// DecoderModel: the output layer is the token embedding (Press & Wolf 2017); the embedding is
+  /// then initialised N(0, 1/C) and scaled by sqrt(C) on input (Vaswani et al. 2017, 3.4).
+  bool tie_embeddings = false;
+  /// The layer's rules plus layers and max_len positive, rope only for the decoder, attn_only
+  /// only for encoder-only stacks; throws OptionError.
   void validate() const;
+};
+
+/// The keys and values every self-attention layer of a DecoderModel has seen.
+template <class T>
+struct DecoderCache {
+  std::vector<KVCache<T>> layers;
+  std::size_t length() const { return layers.empty() ? 0 : layers.front().length; }
+  void clear() {
+    for (auto& l : layers) l.clear();
+  }
+};
+
+/// Decoder-only language model (GPT): tokens (B, T) -> logits (B, T, V); position t sees
+/// tokens <= t only.
+///   h = dropout(pos(e(tokens)))      e = tok_emb, times sqrt(C) when tied; no pos with rope
+///   h = blocks[i](h, causal)          pre-LN or post-LN; attn_only: attention blocks only
+///   h = norm(h)                       pre-LN only
+///   logits = h head^T                 head = tok_emb.weight when tied (no bias)
+/// Parameters, in order: "tok_emb.weight" (V, C), ["pos.weight" (max_len, C) if learned],
+/// "blocks.<i>.attn.*", ["blocks.<i>.ff.*"], "blocks.<i>.norm1.*", ["blocks.<i>.norm2.*"],
+/// ["norm.*" if pre-LN], ["head.weight" (V, C) unless tied]. Init draws from `gen` in that order:
+/// tok_emb N(0, 1) (N(0, 1/C) when tied), head as nn.Linear.
+template <class T>
+class DecoderModel : public Module<T> {
+ public:
+  DecoderModel(std::size_t vocab, const TransformerOptions& options = {}, Generator& gen = default_generator());
+
+  /// tokens (B, T), T <= max_len -> logits (B, T, V).
+  Variable<T> forward(const IndexArray& tokens) const;
+  /// Decoding (under NoGradGuard): tokens (B, Tn) at positions cache.length() ... -> logits
+  /// (B, Tn, V), equal to the last Tn positions of forward() on the whole sequence (to rounding);
+  /// their keys and values join the cache. cache.length() + Tn <= max_len.
+  Variable<T> forward(const IndexArray& tokens, DecoderCache<T>& cache) const;
+  /// An empty cache for this model (it grows as positions are added).
+  DecoderCache<T> make_cache() const { return DecoderCache<T>{std::vector<KVCache<T>>(blocks->size())}; }
+
+  const TransformerOptions& options() const { return options_; }
+  std::shared_ptr<Embedding<T>> tok_emb;
+  std::shared_ptr<PositionalEncoding<T>> pos;  ///< null with rope
+  std::shared_ptr<Dropout<T>> emb_drop;
+  std::shared_ptr<ModuleList<TransformerEncoderLayer<T>>> blocks;
+  std::shared_ptr<LayerNorm<T>> norm;  ///< null for post-LN
+  std::shared_ptr<Linear<T>> head;     ///< null when tied
+
+ private:
+  Variable<T> run(const IndexArray& tokens, DecoderCache<T>* cache) const;
+  TransformerOptions options_;
 };
 
 /// (dotted name, shape) of every parameter of the model `options` describes (its arch) for
@@ -123,6 +176,18 @@ class Seq2SeqModel : public Module<T> {
   Variable<T> decode(const Variable<T>& memory, const IndexArray& tgt_in,
                      const std::optional<Mask>& src_key_padding_mask = std::nullopt,
                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt) const;
+  /// Decoding (under NoGradGuard): memory (B, Ts, C) and the next target tokens (B, Tn) at
+  /// positions cache.length() ... -> logits (B, Tn, tgt_vocab), what decode() gives for them on
+  /// the whole prefix (to rounding). The cache holds, per decoder layer, the self-attention keys
+  /// and values so far and the memory's projected keys and values (computed on the first call).
+  struct DecodeCache {
+    std::vector<KVCache<T>> self, cross;
+    std::size_t length() const { return self.empty() ? 0 : self.front().length; }
+  };
+  DecodeCache make_cache() const {
+    return {std::vector<KVCache<T>>(decoder->blocks->size()), std::vector<KVCache<T>>(decoder->blocks->size())};
+  }
+  Variable<T> decode(const Variable<T>& memory, const IndexArray& tgt_tokens, DecodeCache& cache) const;
 
   const TransformerOptions& options() const { return options_; }
   std::shared_ptr<Embedding<T>> src_emb, tgt_emb;

@@ -27,6 +27,9 @@ struct TransformerLayerOptions {
   double dropout = 0.0;            ///< on residual branches and inside the feed-forward block
   bool norm_first = true;          ///< pre-LN (true) or post-LN (false, the 2017 paper's layout)
   double layer_norm_eps = 1e-5;
+  /// Encoder layers only: attention and its residual, no feed-forward block (and no norm2): the
+  /// attention-only transformers of the induction-head literature (Elhage et al. 2021).
+  bool attn_only = false;
 
   /// attn with embed_dim = d_model.
   MultiHeadAttentionOptions attention() const;
@@ -41,17 +44,19 @@ struct TransformerLayerOptions {
 ///   pre-LN:  x = x + drop1(attn(norm1(x)));  x = x + ff(norm2(x))
 ///   post-LN: x = norm1(x + drop1(attn(x)));  x = norm2(x + ff(x))
 /// where ff includes its own output dropout (PyTorch's dropout2).
-/// Parameters: "attn.*" (MultiHeadAttention), "ff.fc1.*", "ff.fc2.*", "norm1.*", "norm2.*".
-/// Init: attn, then ff, from `gen` (norms start at weight 1, bias 0).
+/// Parameters: "attn.*" (MultiHeadAttention), "ff.fc1.*", "ff.fc2.*", "norm1.*", "norm2.*"
+/// (with attn_only: "attn.*", "norm1.*"). Init: attn, then ff, from `gen` (norms start at weight
+/// 1, bias 0).
 template <class T>
 class TransformerEncoderLayer : public Module<T> {
  public:
   explicit TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
 
   /// key_padding_mask (B, T): true = ignore that position as a key (PyTorch polarity).
-  /// is_causal: position t attends to positions <= t only.
+  /// is_causal: position t attends to positions <= t only. With `cache` (decoding, under
+  /// NoGradGuard): x holds the next positions, whose keys and values join the cache.
   Variable<T> forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask = std::nullopt,
-                      bool is_causal = false) const;
+                      bool is_causal = false, KVCache<T>* cache = nullptr) const;
 
   const TransformerLayerOptions& options() const { return options_; }
   std::shared_ptr<MultiHeadAttention<T>> attn;
@@ -80,6 +85,10 @@ class TransformerDecoderLayer : public Module<T> {
   Variable<T> forward(const Variable<T>& x, const Variable<T>& memory,
                       const std::optional<Mask>& tgt_key_padding_mask = std::nullopt,
                       const std::optional<Mask>& memory_key_padding_mask = std::nullopt) const;
+  /// Decoding (under NoGradGuard): x (B, Tn, C) holds the next target positions; their
+  /// self-attention keys join `self_cache`, and `cross_cache` holds the memory's keys and values
+  /// (computed on the first call).
+  Variable<T> forward(const Variable<T>& x, const Variable<T>& memory, KVCache<T>& self_cache, KVCache<T>& cross_cache) const;
 
   const TransformerLayerOptions& options() const { return options_; }
   std::shared_ptr<MultiHeadAttention<T>> self_attn, cross_attn;

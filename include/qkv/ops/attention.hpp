@@ -74,4 +74,15 @@ AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Vari
                                                 const AttentionMask<T>& mask = {},
                                                 const AttentionOptions& options = {});
 
+/// Attention of new queries over a KV cache, for decoding (inference: records nothing; throws
+/// Error when grad is enabled and q requires it). q (B, H, Tq, D); k_cache (B, H, capacity, D)
+/// and v_cache (B, H, capacity, Dv) of which the first `length` positions hold keys and values.
+/// causal: query i sits at position length - Tq + i and attends keys j <= length - Tq + i (the
+/// decoder's self-attention); otherwise every cached key (cross-attention over a memory).
+/// Returns (B, H, Tq, Dv), the numbers of scaled_dot_product_attention on the first `length`
+/// keys (the fused kernel, reading the caches in place).
+template <class T>
+Array<T> cached_attention(const Variable<T>& q, const Array<T>& k_cache, const Array<T>& v_cache, std::size_t length,
+                          bool causal, std::optional<double> scale = std::nullopt);
+
 }  // namespace qkv

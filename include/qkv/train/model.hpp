@@ -29,6 +29,8 @@ class TaskModel {
   /// their argmax for the encoder; greedy decoding (one token at a time, fed back; the logits are
   /// not used) for the encoder-decoder.
   virtual IndexArray predict(const data::Batch& batch, const Array<float>& logits) = 0;
+  /// The decoder-only language model inside, for generation (nullptr for the other archs).
+  virtual const nn::DecoderModel<float>* decoder() const { return nullptr; }
   /// The tokens an attention layer of this model reads in `batch`: its queries (Tq) and keys (Tk)
   /// (encoder layers and self-attention: one sequence; cross-attention: target queries, source keys).
   virtual std::pair<const IndexArray*, const IndexArray*> attention_tokens(const nn::MultiHeadAttention<float>& layer,

@@ -5,6 +5,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "qkv/io/checkpoint.hpp"
@@ -29,5 +30,13 @@ struct TrainState {
   /// Back from a checkpoint; throws IoError naming `path` and the missing attribute.
   static TrainState load(const io::Checkpoint& checkpoint, const std::string& path);
 };
+
+/// A text task's tokenizer and vocabulary into the checkpoint (nothing for other tasks).
+void save_vocabulary(const data::Task& task, io::Checkpoint& checkpoint);
+/// The tokenizer a checkpoint stores (nullopt when it is not a text model's); throws IoError
+/// naming `path` for a malformed vocabulary.
+std::optional<data::Tokenizer> stored_tokenizer(const io::Checkpoint& checkpoint, const std::string& path);
+/// Resuming a text model: the corpus must give the checkpoint's vocabulary (ValueError otherwise).
+void check_vocabulary(const data::Task& task, const io::Checkpoint& checkpoint, const std::string& path);
 
 }  // namespace qkv::train

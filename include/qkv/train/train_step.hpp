@@ -17,6 +17,9 @@ struct StepOptions {
   double label_smoothing = 0.0;
   double clip_grad_norm = 0.0;   ///< clip the global gradient norm to this; 0: no clipping
   bool count_accuracy = true;    ///< count argmax hits on the batch (StepResult::correct)
+  /// Gradient accumulation: the batch in this many micro-batches (which must divide its rows),
+  /// one forward and backward each; the update is the one the whole batch would give.
+  std::size_t accumulate = 1;
   /// Called between backward (gradients averaged) and clipping, e.g. to read raw gradient norms.
   std::function<void()> after_backward;
 };
@@ -30,7 +33,7 @@ struct StepResult {
   const char* diverged = "";
 };
 
-/// forward -> loss -> backward -> average over ranks -> clip -> update -> zero_grad.
+/// forward -> loss -> backward (per micro-batch) -> average over ranks -> clip -> update -> zero_grad.
 /// Every rank scores the same number of tokens per example, so the mean of the ranks' mean
 /// losses is the global mean.
 StepResult train_step(TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
