@@ -2,7 +2,10 @@
 #include "commands.hpp"
 #include "probe.hpp"
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,6 +15,8 @@
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
+#include "qkv/train/generate.hpp"
+#include "qkv/train/train_state.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "gradchecks.hpp"
 #include "sweep.hpp"
@@ -57,8 +62,9 @@ Loaded load(const std::string& path, const std::vector<std::string>& overrides) 
   probe_checkpoint(path);
   io::Checkpoint c = io::load_checkpoint(path);
   Loaded l;
-  l.cfg = config::parse_config(c.config_yaml, path + ":/config", overrides);
-  l.task = data::make_task(l.cfg.task);
+  l.cfg = config::parse_stored_config(c.config_yaml, path + ":/config", overrides);
+  const std::optional<data::Tokenizer> tokenizer = train::stored_tokenizer(c, path);
+  l.task = data::make_task(l.cfg.task, tokenizer ? &*tokenizer : nullptr);
   l.data = std::make_unique<data::Dataset>(l.task, l.cfg.seed, l.cfg.task.eval_size, 0);
   Generator gen(0);
   l.model = train::make_model(l.cfg, *l.task, gen);
@@ -108,10 +114,20 @@ int eval(const std::string& path, const std::vector<std::string>& overrides, int
   return guarded([&] {
     if (threads > 0) set_num_threads(threads);
     Loaded l = load(path, overrides);
-    train::EvalMetrics m = train::evaluate(*l.model, l.data->eval_set(), 256);
-    std::printf("%s: %s, %zu held-out examples\n", path.c_str(), l.task->name().c_str(), l.cfg.task.eval_size);
-    std::printf("  loss               %.6f\n  token accuracy     %s\n  sequence accuracy  %s\n", m.loss,
-                percent(m.token_accuracy).c_str(), percent(m.sequence_accuracy).c_str());
+    const train::EvalMetrics val = train::evaluate(*l.model, l.data->eval_set(), 256);
+    const train::EvalMetrics test = train::evaluate(*l.model, l.data->test_set(), 256);
+    std::printf("%s: %s, %zu validation and %zu test examples\n", path.c_str(), l.task->name().c_str(),
+                l.data->eval_set().size(), l.data->test_set().size());
+    std::printf("  %-24s %12s %12s\n", "", "validation", "test");
+    std::printf("  %-24s %12.6f %12.6f\n", "loss (nats/token)", val.loss, test.loss);
+    if (const data::Tokenizer* t = l.task->tokenizer()) {
+      const char* unit = t->kind() == data::TokenizerKind::Char ? "bits/char" : "bits/byte";
+      std::printf("  %-24s %12.6f %12.6f\n", unit, val.loss / std::log(2.0), test.loss / std::log(2.0));
+      std::printf("  %-24s %12.4f %12.4f\n", "perplexity", std::exp(val.loss), std::exp(test.loss));
+    }
+    std::printf("  %-24s %12s %12s\n  %-24s %12s %12s\n", "token accuracy", percent(val.token_accuracy).c_str(),
+                percent(test.token_accuracy).c_str(), "sequence accuracy", percent(val.sequence_accuracy).c_str(),
+                percent(test.sequence_accuracy).c_str());
     return 0;
   });
 }
@@ -248,6 +264,89 @@ int info() {
 #endif
   );
   return 0;
+}
+
+}  // namespace qkv::app
+
+namespace qkv::app {
+namespace {
+
+std::vector<Index> parse_ids(const std::string& text, std::size_t V) {
+  std::vector<Index> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    std::size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < 0 || std::size_t(v) >= V)
+      throw ValueError("--prompt: with --ids, expected token ids in [0, " + std::to_string(V) + ") separated by spaces, found '" +
+                       word + "'");
+    ids.push_back(Index(v));
+  }
+  return ids;
+}
+
+}  // namespace
+
+int generate(const GenerateArgs& a) {
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    if (a.max_tokens > 1000000)
+      throw ValueError("--max-tokens: expected at most 1000000 new tokens, found " + std::to_string(a.max_tokens));
+    if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
+      throw ValueError("--temperature: expected 0 (greedy) or a positive number, found " + std::to_string(a.temperature));
+    if (!(a.top_p > 0 && a.top_p <= 1)) throw ValueError("--top-p: expected a number in (0, 1], found " + std::to_string(a.top_p));
+    probe_checkpoint(a.checkpoint);
+    const io::Checkpoint c = io::load_checkpoint(a.checkpoint);
+    const config::Config cfg = config::parse_stored_config(c.config_yaml, a.checkpoint + ":/config");
+    const std::optional<data::Tokenizer> tokenizer = train::stored_tokenizer(c, a.checkpoint);
+    if (cfg.model.arch != nn::Arch::Decoder)
+      throw ValueError(a.checkpoint + " is an " + nn::arch_names().name(cfg.model.arch) +
+                       " model: generate continues text with a decoder-only language model (model.arch: decoder)");
+    const std::size_t V = tokenizer ? tokenizer->size() : data::make_task(cfg.task)->input_vocab();
+    nn::TransformerOptions o = cfg.model;
+    o.max_len = cfg.task.length;
+    Generator init(0);
+    nn::DecoderModel<float> model(V, o, init);
+    io::check_compatible(model.state_dict(), c.model, a.checkpoint);
+    model.load_state_dict(c.model);
+
+    std::vector<Index> prompt;
+    if (a.ids) {
+      prompt = parse_ids(a.prompt, V);
+    } else {
+      if (!tokenizer)
+        throw ValueError(a.checkpoint + " was trained on the " + cfg.task.name +
+                         " task and has no vocabulary (not a text model): give the prompt as token ids with --ids");
+      prompt = tokenizer->encode(a.prompt, false, "--prompt");
+    }
+    if (prompt.empty()) throw ValueError("--prompt: empty; give at least one character (or token id with --ids)");
+    std::printf("%s", a.prompt.c_str());
+    std::fflush(stdout);
+    train::GenerateOptions g;
+    g.max_tokens = a.max_tokens;
+    g.sampling = {a.temperature, a.top_k, a.top_p};
+    g.seed = a.seed;
+    g.cache = !a.no_cache;
+    const auto t0 = std::chrono::steady_clock::now();
+    train::generate(model, prompt, g, [&](Index t) {
+      if (a.ids)
+        std::printf(" %lld", (long long)t);
+      else
+        std::printf("%s", tokenizer->decode(&t, 1).c_str());
+      std::fflush(stdout);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("\n");
+    std::fprintf(stderr, "qkv: %zu tokens in %.2f s: %.1f tokens/s (%s, context %zu, %d thread(s))\n", a.max_tokens, s,
+                 double(a.max_tokens) / std::max(s, 1e-9), g.cache ? "KV cache" : "no cache", o.max_len, num_threads());
+    return 0;
+  });
 }
 
 }  // namespace qkv::app

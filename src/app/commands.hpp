@@ -28,6 +28,21 @@ int gradcheck();
 int logits(const std::string& checkpoint, std::size_t count, const std::string& out);
 int info();
 
+struct GenerateArgs {
+  std::string checkpoint, prompt;
+  bool ids = false;             ///< the prompt is token ids, and so is the output
+  std::size_t max_tokens = 200;
+  double temperature = 1.0;
+  std::size_t top_k = 0;        ///< 0: off (the command line refuses an explicit 0)
+  double top_p = 1.0;
+  std::uint64_t seed = 0;
+  bool no_cache = false;
+  int threads = 0;
+};
+/// Continue a prompt with a decoder-only checkpoint: the prompt and the continuation on stdout
+/// as they come, tokens/s on stderr.
+int generate(const GenerateArgs& args);
+
 struct SweepArgs {
   std::string file;
   std::vector<std::string> overrides;

@@ -115,6 +115,20 @@ int main(int argc, char** argv) {
   sweep->add_flag("--dry-run", s.dry_run, "List the runs and exit");
   sweep->callback([&] { status = qkv::app::sweep(s); });
 
+  qkv::app::GenerateArgs g;
+  auto* gen = app.add_subcommand("generate", "Continue a prompt with a decoder-only language model (text on stdout)");
+  gen->add_option("checkpoint", g.checkpoint, "Checkpoint (.h5) of a model.arch: decoder run")->required();
+  gen->add_option("--prompt", g.prompt, "Text to continue (token ids with --ids)")->required();
+  gen->add_flag("--ids", g.ids, "The prompt and the output are token ids (synthetic tasks)");
+  gen->add_option("--max-tokens", g.max_tokens, "New tokens to generate (default 200)")->check(whole_number(1));
+  gen->add_option("--temperature", g.temperature, "Sampling temperature; 0 = greedy (default 1)");
+  gen->add_option("--top-k", g.top_k, "Sample from the k most likely tokens only")->check(whole_number(1));
+  gen->add_option("--top-p", g.top_p, "Nucleus sampling: the most likely tokens whose probability reaches p, in (0, 1]");
+  gen->add_option("--seed", g.seed, "Sampling seed: the same seed gives the same text (default 0)");
+  gen->add_flag("--no-cache", g.no_cache, "Recompute the whole window for every token instead of using the KV cache");
+  gen->add_option("--threads", g.threads, "Threads (0 = all cores)")->check(whole_number(0));
+  gen->callback([&] { status = qkv::app::generate(g); });
+
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
   info->callback([&] { status = qkv::app::info(); });
 

@@ -483,7 +483,7 @@ double estimate_bytes(const Config& c);
   fail(where(blamed), blamed, e.render(key_of));
 }
 
-void validate_impl(const Config& c, const Origins& origins) {
+void validate_impl(const Config& c, const Origins& origins, bool resources = true) {
   auto where = [&](const std::string& key) {
     auto it = origins.find(key);
     if (it != origins.end()) return it->second;
@@ -524,6 +524,7 @@ void validate_impl(const Config& c, const Origins& origins) {
     s.validate(c.optimizer.lr);
   }, {{"base_lr", "optimizer.lr"}, {"total_steps", "train.steps"}});
 
+  if (!resources) return;  // a stored config: checked when its run started
   const double need = estimate_bytes(c);
   const std::size_t have = physical_memory_bytes();
   if (have > 0 && need > static_cast<double>(have)) {
@@ -602,7 +603,7 @@ std::string yaml_quoted(const std::string& s) {
 }
 
 Config parse_with_origins(const std::string& yaml_text, const std::string& source_name,
-                          const std::vector<std::string>& overrides) {
+                          const std::vector<std::string>& overrides, bool resources = true) {
   Config c;
   c.source = source_name;
   Origins origins;
@@ -614,7 +615,7 @@ Config parse_with_origins(const std::string& yaml_text, const std::string& sourc
   }
   parse_document(root, source_name, c, origins);
   for (auto& o : overrides) apply_override(o, c, origins);
-  validate_impl(c, origins);
+  validate_impl(c, origins, resources);
   return c;
 }
 
@@ -650,6 +651,11 @@ Config apply_overrides(Config config, const std::vector<std::string>& overrides)
 }
 
 void validate(const Config& config) { validate_impl(config, {}); }
+
+Config parse_stored_config(const std::string& yaml_text, const std::string& source_name,
+                           const std::vector<std::string>& overrides) {
+  return parse_with_origins(yaml_text, source_name, overrides, false);
+}
 
 std::size_t estimate_memory_bytes(const Config& config) {
   double b = estimate_bytes(config);

@@ -217,7 +217,7 @@ class Run {
     // Resuming continues the same model on the same data: seed, model and task must match the
     // checkpoint's config (equal shapes are not enough: an activation or a scale would change the
     // model silently). Optimizer, schedule, train and run settings may differ (e.g. more steps).
-    const auto differ = config::differences(config::parse_config(c.config_yaml, file + ":/config"), cfg_,
+    const auto differ = config::differences(config::parse_stored_config(c.config_yaml, file + ":/config"), cfg_,
                                             {"seed", "model", "task"}, "checkpoint", "config");
     std::string listed;
     for (auto& d : differ) listed += "\n  " + d;

@@ -74,6 +74,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 /// Same from text; `source_name` is the file name used in errors and stored in Config::source.
 Config parse_config(const std::string& yaml_text, const std::string& source_name,
                     const std::vector<std::string>& overrides = {});
+/// The config a checkpoint stores (its /config text), checked as parse_config does but for the
+/// resources of a new run (the memory estimate, which would read a text corpus, and run.out):
+/// evaluating or generating with a checkpoint needs neither.
+Config parse_stored_config(const std::string& yaml_text, const std::string& source_name,
+                           const std::vector<std::string>& overrides = {});
 /// Apply overrides to an existing config (e.g. the defaults) and validate.
 Config apply_overrides(Config config, const std::vector<std::string>& overrides);
 /// Throw ConfigError for impossible values (each section's own validate(), the rules across
