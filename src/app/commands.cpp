@@ -220,16 +220,24 @@ int logits(const std::string& path, std::size_t count, const std::string& out) {
   });
 }
 
-int gradcheck() {
+int gradcheck(bool list, const std::string& only) {
   return guarded([&] {
-    auto results = app::run_layer_gradchecks();
-    std::printf("%-34s %14s %14s  %s\n", "layer (float64)", "worst error", "of tolerance", "pass");
+    if (list) {
+      std::size_t n = 0;
+      for (auto& e : app::gradcheck_suite())
+        if (app::gradcheck_selected(e.name, only)) std::printf("%-6s %s\n", e.kind.c_str(), e.name.c_str()), ++n;
+      if (n == 0) throw ValueError("--only '" + only + "' selects no check (qkv gradcheck --list shows them)");
+      return 0;
+    }
+    auto results = app::run_layer_gradchecks(only);
+    if (results.empty()) throw ValueError("--only '" + only + "' selects no check (qkv gradcheck --list shows them)");
+    std::printf("%-58s %12s %12s  %s\n", "op, layer or model (float64)", "worst error", "of tolerance", "pass");
     bool all = true;
     for (auto& r : results) {
-      std::printf("%-34s %14.3e %14.3f  %s\n", r.name.c_str(), r.worst_error, r.worst_ratio, r.ok ? "yes" : "NO");
+      std::printf("%-58s %12.3e %12.3f  %s\n", r.name.c_str(), r.worst_error, r.worst_ratio, r.ok ? "yes" : "NO");
       all = all && r.ok;
     }
-    std::printf("%s: %zu layers checked (eps 1e-6, atol 1e-5, rtol 1e-3)\n", all ? "all passed" : "FAILED", results.size());
+    std::printf("%s: %zu checked (eps 1e-6, atol 1e-5, rtol 1e-3)\n", all ? "all passed" : "FAILED", results.size());
     return all ? 0 : 1;
   });
 }

@@ -22,7 +22,9 @@ int train(const TrainArgs& args);
 int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads);
 int inspect(const std::string& checkpoint);
 int attention(const std::string& checkpoint, std::size_t example, const std::string& out);
-int gradcheck();
+/// The float64 gradient checks (gradchecks.hpp): a table, or with `list` their names; `only`
+/// selects by glob (with * or ?) or substring.
+int gradcheck(bool list, const std::string& only);
 /// Logits of the first `count` held-out examples (encoder models) as text: a line "N T V", N lines
 /// of input tokens, then N*T lines of V logits (%.9g). For checking against other frameworks.
 int logits(const std::string& checkpoint, std::size_t count, const std::string& out);

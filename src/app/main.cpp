@@ -102,8 +102,12 @@ int main(int argc, char** argv) {
   logits->add_option("--out", logits_out, "Output file")->required();
   logits->callback([&] { status = qkv::app::logits(ckpt, logits_count, logits_out); });
 
-  auto* gradcheck = app.add_subcommand("gradcheck", "Gradient-check every layer in float64 and print a table");
-  gradcheck->callback([&] { status = qkv::app::gradcheck(); });
+  bool gc_list = false;
+  std::string gc_only;
+  auto* gradcheck = app.add_subcommand("gradcheck", "Gradient-check every op, layer and model in float64 and print a table");
+  gradcheck->add_flag("--list", gc_list, "List the checks instead of running them");
+  gradcheck->add_option("--only", gc_only, "Run the checks whose name matches: a glob (* ?) or a substring");
+  gradcheck->callback([&] { status = qkv::app::gradcheck(gc_list, gc_only); });
 
   qkv::app::SweepArgs s;
   auto* sweep = app.add_subcommand("sweep", "Train a grid of overrides x seeds; gather results.csv");

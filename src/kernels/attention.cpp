@@ -1,4 +1,5 @@
 #include "qkv/kernels/attention.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -90,7 +91,10 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   const bool drop = dropout.p > 0;
   const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
   const DropoutMask dm{dropout, H, Tq, Tk};
-#pragma omp parallel
+  // Threads only for enough work (decoding one token of a small model is not: waking threads
+  // would cost more than the whole call).
+  const bool parallel = B * H * n_qblocks > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
+#pragma omp parallel if (parallel)
   {
     Scratch<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq);
     T* S = S_buf.get();
@@ -192,7 +196,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   const DropoutMask dm{dropout, H, Tq, Tk};
   const std::size_t n_qblocks = (Tq + kBq - 1) / kBq;
   const bool need_ds = dq || dk;
-#pragma omp parallel
+  const bool parallel = B * H > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
+#pragma omp parallel if (parallel)
   {
     Scratch<T> P_buf(kBq * kBk), G_buf(kBq * kBk), delta_buf(kBq);
     T* P = P_buf.get();  // P, then dS
