@@ -1,5 +1,6 @@
 // The qkv subcommands. Errors become a message on stderr and an exit status (see commands.hpp).
 #include "commands.hpp"
+#include "loaded.hpp"
 #include "probe.hpp"
 
 #include <chrono>
@@ -26,53 +27,6 @@
 namespace qkv::app {
 namespace fs = std::filesystem;
 namespace {
-
-// Run a command, mapping exceptions to exit statuses: config and argument errors 2, others 1.
-template <class F>
-int guarded(F&& body) {
-  try {
-    return body();
-  } catch (const config::ConfigError& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 2;
-  } catch (const io::IoError& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 1;
-  } catch (const ValueError& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv: error: %s\n", e.what());
-    return 1;
-  }
-}
-
-// A trained model rebuilt from a checkpoint: its config, task, held-out set and weights.
-struct Loaded {
-  config::Config cfg;
-  std::shared_ptr<data::Task> task;
-  std::unique_ptr<data::Dataset> data;
-  std::unique_ptr<train::TaskModel> model;
-};
-
-Loaded load(const std::string& path, const std::vector<std::string>& overrides) {
-  for (auto& o : overrides)
-    if (o.rfind("task.", 0) != 0)
-      throw config::ConfigError("--set", 0, o, "only task.* keys can be changed when evaluating a checkpoint");
-  probe_checkpoint(path);
-  io::Checkpoint c = io::load_checkpoint(path);
-  Loaded l;
-  l.cfg = config::parse_stored_config(c.config_yaml, path + ":/config", overrides);
-  const std::optional<data::Tokenizer> tokenizer = train::stored_tokenizer(c, path);
-  l.task = data::make_task(l.cfg.task, tokenizer ? &*tokenizer : nullptr);
-  l.data = std::make_unique<data::Dataset>(l.task, l.cfg.seed, l.cfg.task.eval_size, 0);
-  Generator gen(0);
-  l.model = train::make_model(l.cfg, *l.task, gen);
-  io::check_compatible(l.model->module().state_dict(), c.model, path);
-  l.model->module().load_state_dict(c.model);
-  l.model->module().eval();
-  return l;
-}
 
 std::string percent(double x) {
   char b[32];
@@ -277,30 +231,6 @@ int info() {
 }  // namespace qkv::app
 
 namespace qkv::app {
-namespace {
-
-std::vector<Index> parse_ids(const std::string& text, std::size_t V) {
-  std::vector<Index> ids;
-  std::istringstream in(text);
-  std::string word;
-  while (in >> word) {
-    std::size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || v < 0 || std::size_t(v) >= V)
-      throw ValueError("--prompt: with --ids, expected token ids in [0, " + std::to_string(V) + ") separated by spaces, found '" +
-                       word + "'");
-    ids.push_back(Index(v));
-  }
-  return ids;
-}
-
-}  // namespace
-
 int generate(const GenerateArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
@@ -326,7 +256,7 @@ int generate(const GenerateArgs& a) {
 
     std::vector<Index> prompt;
     if (a.ids) {
-      prompt = parse_ids(a.prompt, V);
+      prompt = parse_ids(a.prompt, V, "--prompt");
     } else {
       if (!tokenizer)
         throw ValueError(a.checkpoint + " was trained on the " + cfg.task.name +

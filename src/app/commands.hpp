@@ -45,6 +45,60 @@ struct GenerateArgs {
 /// as they come, tokens/s on stderr.
 int generate(const GenerateArgs& args);
 
+/// The input an instrument reads: the text (or, with `ids`, token ids) when `has_text`, else
+/// held-out example `example` of the validation split.
+struct InputChoice {
+  bool has_text = false;
+  std::string text;
+  bool ids = false;
+  std::size_t example = 0;
+};
+
+struct HeadsArgs {
+  std::string checkpoint, csv;
+  std::size_t examples = 64;
+  int threads = 0;
+};
+/// Per layer and head: entropy, largest weight, previous-token / first-token / self / induction /
+/// retrieval scores and a label, over held-out (test) examples (interp/head_scores.hpp).
+int heads(const HeadsArgs& args);
+
+struct AblateArgs {
+  std::string checkpoint;
+  bool has_heads = false;
+  std::string heads;          ///< "0.1,1.2"
+  std::string mode = "zero";  ///< zero | mean
+  bool prune = false;
+  std::size_t step = 1;       ///< heads removed per pruning step
+  std::size_t examples = 0;   ///< test examples evaluated; 0 = the whole test set
+  std::string csv, plot;
+  int threads = 0;
+};
+/// Test metrics with heads removed: the given heads, each head alone (sorted), or the pruning
+/// curve of Michel et al. (2019) (interp/ablation.hpp).
+int ablate(const AblateArgs& args);
+
+struct ExplainArgs {
+  std::string checkpoint;
+  InputChoice input;
+  std::size_t layer = 0, head = 0, query = 0;
+  std::size_t dims = 8;  ///< leading dimensions printed
+  bool json = false;
+  int threads = 0;
+};
+/// One query of one head, step by step (interp/explain.hpp).
+int explain(const ExplainArgs& args);
+
+struct ViewArgs {
+  std::string checkpoint, out;
+  InputChoice input;
+  std::string snapshots;  ///< snapshots.h5 to show (default: the one beside the checkpoint, if any)
+  bool no_snapshots = false;
+  int threads = 0;
+};
+/// A self-contained HTML page of every head on one input (docs/viewer.md).
+int view(const ViewArgs& args);
+
 struct SweepArgs {
   std::string file;
   std::vector<std::string> overrides;

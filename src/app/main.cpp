@@ -133,6 +133,67 @@ int main(int argc, char** argv) {
   gen->add_option("--threads", g.threads, "Threads (0 = all cores)")->check(whole_number(0));
   gen->callback([&] { status = qkv::app::generate(g); });
 
+  // The instruments: one input is --text (or --ids) or --example.
+  auto add_input = [](CLI::App* cmd, qkv::app::InputChoice& in) {
+    auto* text = cmd->add_option("--text", in.text, "Input text (token ids with --ids)");
+    cmd->add_flag("--ids", in.ids, "--text is token ids separated by spaces (synthetic tasks)")->needs(text);
+    cmd->add_option("--example", in.example, "Held-out (validation) example index, when no --text (default 0)")->excludes(text);
+  };
+  auto text_given = [](CLI::App* cmd, qkv::app::InputChoice& in) { in.has_text = cmd->count("--text") > 0; };
+
+  qkv::app::HeadsArgs hd;
+  auto* heads = app.add_subcommand("heads", "Pattern scores and labels of every attention head, over held-out examples");
+  heads->add_option("checkpoint", hd.checkpoint, "Checkpoint (.h5)")->required();
+  heads->add_option("--examples", hd.examples, "Held-out (test) examples scored (default 64)")->check(whole_number(1));
+  heads->add_option("--csv", hd.csv, "Also write the table as CSV");
+  heads->add_option("--threads", hd.threads, "Threads (0 = all cores)")->check(whole_number(0));
+  heads->callback([&] { status = qkv::app::heads(hd); });
+
+  qkv::app::AblateArgs ab;
+  auto* ablate = app.add_subcommand("ablate", "Held-out loss and accuracy with attention heads removed");
+  ablate->add_option("checkpoint", ab.checkpoint, "Checkpoint (.h5)")->required();
+  ablate->add_option("--heads", ab.heads, "Heads to remove together: LAYER.HEAD,... (1.* = all of layer 1); "
+                                          "default: each head alone");
+  ablate->add_option("--mode", ab.mode, "zero, or mean (the head's mean output over the validation set)");
+  ablate->add_flag("--prune", ab.prune, "The pruning curve of Michel et al. (2019): heads removed by least importance");
+  ablate->add_option("--step", ab.step, "With --prune: heads removed per step (default 1)")->check(whole_number(1));
+  ablate->add_option("--examples", ab.examples, "Test examples evaluated (default: all)")->check(whole_number(1));
+  ablate->add_option("--csv", ab.csv, "Write the table as CSV");
+  ablate->add_option("--plot", ab.plot, "With --prune: draw the curve as PNG (matplotlib)");
+  ablate->add_option("--threads", ab.threads, "Threads (0 = all cores)")->check(whole_number(0));
+  ablate->callback([&] {
+    ab.has_heads = ablate->count("--heads") > 0;
+    status = qkv::app::ablate(ab);
+  });
+
+  qkv::app::ExplainArgs ex;
+  auto* explain = app.add_subcommand("explain", "One query of one head, step by step: scores, scale, mask, softmax, output");
+  explain->add_option("checkpoint", ex.checkpoint, "Checkpoint (.h5)")->required();
+  add_input(explain, ex.input);
+  explain->add_option("--layer", ex.layer, "Attention layer, by index in model order (qkv heads lists them)")->required();
+  explain->add_option("--head", ex.head, "Head of that layer")->required();
+  explain->add_option("--query", ex.query, "Query position")->required();
+  explain->add_option("--dims", ex.dims, "Leading vector dimensions printed (default 8)")->check(whole_number(1));
+  explain->add_flag("--json", ex.json, "Every number as JSON, for tools");
+  explain->add_option("--threads", ex.threads, "Threads (0 = all cores)")->check(whole_number(0));
+  explain->callback([&] {
+    text_given(explain, ex.input);
+    status = qkv::app::explain(ex);
+  });
+
+  qkv::app::ViewArgs vw;
+  auto* view = app.add_subcommand("view", "A self-contained HTML page of every attention head on one input");
+  view->add_option("checkpoint", vw.checkpoint, "Checkpoint (.h5)")->required();
+  add_input(view, vw.input);
+  view->add_option("--out", vw.out, "Output page (.html)")->required();
+  view->add_option("--snapshots", vw.snapshots, "snapshots.h5 to show (default: the run directory's, when present)");
+  view->add_flag("--no-snapshots", vw.no_snapshots, "Leave training snapshots out");
+  view->add_option("--threads", vw.threads, "Threads (0 = all cores)")->check(whole_number(0));
+  view->callback([&] {
+    text_given(view, vw.input);
+    status = qkv::app::view(vw);
+  });
+
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
   info->callback([&] { status = qkv::app::info(); });
 

@@ -52,6 +52,27 @@ class Text final : public RowTask {
   TextData data_;
 };
 
+// A text task without its corpus: the vocabulary and the window length of a checkpoint, for
+// running the model on given text.
+class TextVocabulary final : public Task {
+ public:
+  TextVocabulary(const TaskOptions& o, const Tokenizer& t) : length_(o.length), tokenizer_(t) {}
+  std::string name() const override { return "text"; }
+  std::size_t input_vocab() const override { return tokenizer_.size(); }
+  std::size_t num_classes() const override { return tokenizer_.size(); }
+  std::size_t input_length() const override { return length_; }
+  bool next_token() const override { return true; }
+  const Tokenizer* tokenizer() const override { return &tokenizer_; }
+  std::string token_label(Index id) const override { return tokenizer_.token_label(id); }
+  Batch examples(std::uint64_t, std::uint64_t, std::size_t) const override {
+    throw ValueError("task text: no corpus is loaded (only the checkpoint's vocabulary): give the input as text");
+  }
+
+ private:
+  std::size_t length_;
+  Tokenizer tokenizer_;
+};
+
 // A random sequence s of T + 1 tokens with a repeated part; inputs s[0:T], targets s[1:T+1],
 // scored where the target continues a copy (predictable from the earlier occurrence).
 //   segment 0: s = p ++ p[0 : T + 1 - P] with p random of P = ceil((T + 1) / 2) tokens; scored
@@ -193,6 +214,10 @@ class Mqar final : public RowTask {
 };
 
 }  // namespace
+
+std::unique_ptr<Task> make_vocabulary_task(const TaskOptions& o, const Tokenizer& tokenizer) {
+  return std::make_unique<TextVocabulary>(o, tokenizer);
+}
 
 std::unique_ptr<Task> make_next_token_task(const TaskOptions& o, const Tokenizer* tokenizer) {
   if (o.name == "text") return std::make_unique<Text>(o, tokenizer);

@@ -194,7 +194,7 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward_cached(const Variable
   }
   Variable<T> z(cached_attention(q, cache.k, cache.v, cache.length, !args.fixed_cache, options_.scale));
   MultiHeadAttentionOutput<T> out;
-  out.output = w_o->forward(merge_heads(z));
+  out.output = (*hook_result)(w_o->forward(merge_heads((*hook_z)(z))));
   return out;
 }
 

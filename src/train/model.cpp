@@ -17,6 +17,10 @@ IndexArray argmax_last(const Array<float>& logits) {
   return out;
 }
 
+const char* attention_kind_name(AttentionKind kind) {
+  return kind == AttentionKind::Self ? "self" : kind == AttentionKind::Causal ? "causal" : "cross";
+}
+
 namespace {
 
 class EncoderTaskModel : public TaskModel {
@@ -71,6 +75,13 @@ class Seq2SeqTaskModel : public TaskModel {
     }
     return {&b.inputs, &b.inputs};
   }
+  AttentionKind attention_kind(const nn::MultiHeadAttention<float>& layer) const override {
+    for (auto& block : *model_->decoder->blocks) {
+      if (&layer == block->self_attn.get()) return AttentionKind::Causal;
+      if (&layer == block->cross_attn.get()) return AttentionKind::Cross;
+    }
+    return AttentionKind::Self;
+  }
 
  private:
   Index bos_;
@@ -89,6 +100,7 @@ class DecoderTaskModel : public TaskModel {
   Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs); }
   IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
   const nn::DecoderModel<float>* decoder() const override { return model_.get(); }
+  AttentionKind attention_kind(const nn::MultiHeadAttention<float>&) const override { return AttentionKind::Causal; }
 
  private:
   std::unique_ptr<nn::DecoderModel<float>> model_;

@@ -121,6 +121,10 @@ class Task {
 /// vocabulary (a checkpoint's) instead of building one from the training split.
 std::unique_ptr<Task> make_task(const TaskOptions& options, const Tokenizer* tokenizer = nullptr);
 
+/// A text task that holds only a vocabulary and the window length task.length, no corpus: for
+/// running a checkpoint's model on given text. Its examples() throws ValueError.
+std::unique_ptr<Task> make_vocabulary_task(const TaskOptions& options, const Tokenizer& tokenizer);
+
 /// The data of a run: a fixed held-out set (the first eval_size examples of stream
 /// hash64(seed, 1)) and the training stream hash64(seed, 0). With train_size > 0 the training set
 /// is that stream's first train_size examples, cycled in order (for overfitting experiments).

@@ -16,6 +16,7 @@
 ///   hook_pattern   (B, H, Tq, Tk) the attention weights (after dropout, as `weights`)
 ///   hook_z         (B, H, Tq, D) each head's output, before the heads are merged and projected
 ///   hook_result    (B, Tq, E)    the layer's output, after w_o (TransformerLens: hook_attn_out)
+/// Decoding with a KV cache runs hook_z and hook_result only (on the new positions).
 /// A hook on hook_pattern makes the fused implementation compute the weights (it never builds a
 /// Tq x Tk buffer otherwise); a hook that replaces the pattern makes the layer attend with the
 /// replacement (z = pattern @ v, differentiable in the pattern; with the fused implementation the

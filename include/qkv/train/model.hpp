@@ -14,6 +14,12 @@
 
 namespace qkv::train {
 
+/// What an attention layer attends over: one sequence both ways (self), one sequence with query i
+/// reading keys j <= i only (causal), or a target's queries reading a source's keys (cross).
+enum class AttentionKind { Self, Causal, Cross };
+/// "self", "causal", "cross".
+const char* attention_kind_name(AttentionKind kind);
+
 class TaskModel {
  public:
   virtual ~TaskModel() = default;
@@ -36,6 +42,11 @@ class TaskModel {
   virtual std::pair<const IndexArray*, const IndexArray*> attention_tokens(const nn::MultiHeadAttention<float>& layer,
                                                                            const data::Batch& batch) const {
     return {&batch.inputs, &batch.inputs};
+  }
+  /// What `layer` attends over (encoder layers: Self).
+  virtual AttentionKind attention_kind(const nn::MultiHeadAttention<float>& layer) const {
+    (void)layer;
+    return AttentionKind::Self;
   }
 
  private:

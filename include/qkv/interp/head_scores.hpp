@@ -1,0 +1,114 @@
+#pragma once
+/// @file
+/// What each attention head does, as numbers: pattern scores over held-out examples and the labels
+/// they earn. Every score is a mean over query rows of attention weights w (B, H, Tq, Tk), rows
+/// summing to 1, read through the layers' hook_pattern points (docs/instruments.md defines each
+/// one with an example):
+///
+///   entropy         mean_i -sum_j w[i,j] log w[i,j]   (nats; 0 = every row one-hot)
+///   max_weight      mean_i max_j w[i,j]
+///   previous_token  mean_{i>=1} w[i, i-1]             (self and causal layers)
+///   first_token     mean_{i>=1} w[i, 0]               (the "sink"; query 0 is left out: causal
+///                                                       attention puts all of it on key 0)
+///   self            mean_i w[i, i]                     (self and causal layers)
+///   induction       on sequences r r of N random tokens, twice: mean_{i>=N} w[i, i-N+1], the
+///                   weight from a token to the token after its previous occurrence (Olsson et
+///                   al. 2022; TransformerLens's induction score). Self and causal layers of
+///                   models that read one sequence (encoder, decoder)
+///   retrieval       recall tasks (recall, mqar): the share of scored queries whose largest weight
+///                   falls on the first earlier occurrence of the query's token (the key) or the
+///                   position after it (its value)
+///
+/// Scores that do not apply are NaN (shown as "-").
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "qkv/data/tasks.hpp"
+#include "qkv/tensor/tensor.hpp"
+#include "qkv/train/model.hpp"
+
+namespace qkv::interp {
+
+/// Per head h of a pattern w (B, H, Tq, Tk): mean over examples b and queries i in [first_query,
+/// Tq) with 0 <= i + offset < Tk of w[b, h, i, i + offset]. offset -1 from query 1: the
+/// previous-token score; 0: the self score; 1 - N from query N: the induction score on r r.
+std::vector<double> diagonal_scores(const Array<float>& w, long offset, std::size_t first_query);
+/// Per head: mean over examples and queries i >= first_query of w[b, h, i, key].
+std::vector<double> column_scores(const Array<float>& w, std::size_t key, std::size_t first_query);
+/// Per head: (entropy, max_weight) means over rows that are not fully masked.
+std::vector<std::pair<double, double>> entropy_and_max(const Array<float>& w);
+/// Per head: the retrieval accuracy over positions (b, i) with targets(b, i) != kIgnore whose
+/// token tokens(b, i) occurred earlier, first at j: the share whose argmax_k w[b, h, i, k] is j
+/// or j + 1. NaN when no position qualifies.
+std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& tokens, const IndexArray& targets);
+
+/// The scores of one head (see the file comment); NaN where a score does not apply.
+struct HeadScores {
+  std::string layer;            ///< the attention layer's dotted name ("blocks.0.attn")
+  std::size_t layer_index = 0;  ///< its index among the model's attention layers (model order)
+  std::size_t head = 0;
+  train::AttentionKind kind = train::AttentionKind::Self;
+  double entropy = NAN, max_weight = NAN, previous_token = NAN, first_token = NAN, self = NAN, induction = NAN,
+         retrieval = NAN;
+  std::string label;  ///< head_label(): "" when no score passes its threshold
+};
+
+/// The score names in table order, and a head's score by name (NaN for an unknown name).
+const std::vector<std::string>& score_names();
+double score(const HeadScores& s, const std::string& name);
+
+/// Label thresholds: a head is labelled by the pattern score that passes its threshold by the
+/// largest margin (score / threshold): "previous-token" (previous_token >= 0.5), "first-token"
+/// (first_token >= 0.5), "self" (self >= 0.5), "induction" (induction >= 0.4), "retrieval"
+/// (retrieval >= 0.5). Chance levels sit far below: a uniform causal head scores about 2/T.
+struct LabelThresholds {
+  double previous_token = 0.5, first_token = 0.5, self = 0.5, induction = 0.4, retrieval = 0.5;
+};
+std::string head_label(const HeadScores& s, const LabelThresholds& t = {});
+
+struct HeadScoreOptions {
+  std::size_t examples = 64;   ///< held-out examples scored (the first ones of the split given)
+  std::size_t batch_size = 64; ///< examples per forward pass
+  std::uint64_t seed = 0;      ///< the random sequences of the induction score
+  LabelThresholds thresholds;
+};
+
+/// The random repeated sequences of the induction score: `count` rows of r r, r of N = T / 2
+/// tokens drawn uniformly from [0, vocab) by Generator(hash64(seed, row)); the last token is
+/// repeated once more when T is odd. Shape (count, T).
+IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t vocab, std::uint64_t seed);
+
+/// Per attention layer (model order), per head: the induction score on `count` rows of
+/// repeated_random_tokens(count, task.input_length(), task.input_vocab(), seed), run in eval mode
+/// without recording; NaN for cross-attention layers. Empty for encoder-decoder tasks and T < 4.
+std::vector<std::vector<double>> induction_scores(train::TaskModel& model, const data::Task& task, std::size_t count,
+                                                  std::uint64_t seed, std::size_t batch_size = 64);
+
+/// Scores of every head of every attention layer (model order, heads in order) on the first
+/// `options.examples` rows of `heldout`, in eval mode without recording (the model's mode is
+/// restored). The induction score runs `model` on repeated_random_tokens of the task's input
+/// length (encoder and decoder models; NaN for encoder-decoder models and for T < 4); retrieval
+/// applies when task.name() is "recall" or "mqar".
+std::vector<HeadScores> head_scores(train::TaskModel& model, const data::Task& task, const data::Batch& heldout,
+                                    const HeadScoreOptions& options = {});
+
+/// Scores of the heads of the attention weights of one forward pass (layers x (B, H, Tq, Tk),
+/// in model order, with their names and kinds), without the induction score: for callers that
+/// already hold the weights (snapshots, the viewer).
+struct LayerPattern {
+  std::string name;
+  train::AttentionKind kind = train::AttentionKind::Self;
+  const Array<float>* weights = nullptr;
+};
+std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
+                                       const data::Batch& batch, const LabelThresholds& thresholds = {});
+
+/// The table `qkv heads` prints: one line per head, "-" for NaN.
+std::string format_head_scores(const std::vector<HeadScores>& scores);
+/// CSV with a header: layer,layer_index,head,kind,<score_names()>,label (NaN as an empty field).
+std::string head_scores_csv(const std::vector<HeadScores>& scores);
+
+}  // namespace qkv::interp

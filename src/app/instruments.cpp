@@ -1,0 +1,181 @@
+// The instruments: qkv heads, qkv ablate, qkv explain (docs/instruments.md).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "commands.hpp"
+#include "loaded.hpp"
+#include "qkv/interp/ablation.hpp"
+#include "qkv/interp/explain.hpp"
+#include "qkv/interp/head_scores.hpp"
+#include "qkv/kernels/parallel.hpp"
+
+namespace qkv::app {
+namespace {
+
+// Write `text` to `path` (a new file, or replacing one), naming the file on failure.
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  if (!(f << text) || !f.flush()) throw io::IoError("cannot write " + path);
+}
+
+// The first of `dirs` (':'-separated) that holds `name`.
+std::string find_script(const std::string& name) {
+  const std::string dirs = QKV_SCRIPT_DIRS;
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    const std::size_t end = std::min(dirs.find(':', start), dirs.size());
+    const std::string path = dirs.substr(start, end - start) + "/" + name;
+    if (::access(path.c_str(), R_OK) == 0) return path;
+    start = end + 1;
+  }
+  throw io::IoError("cannot find " + name + " (looked in " + dirs + ")");
+}
+
+// Run /usr/bin/python3 SCRIPT ARGS... (plots are drawn by matplotlib); IoError when it fails.
+void run_python(const std::string& script, const std::vector<std::string>& args) {
+  std::string cmd = "/usr/bin/python3 '" + find_script(script) + "'";
+  for (auto& a : args) {
+    std::string quoted;
+    for (char c : a) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    cmd += " '" + quoted + "'";
+  }
+  if (std::system(cmd.c_str()) != 0)
+    throw io::IoError(script + " failed (it needs /usr/bin/python3 with matplotlib: apt-get install python3-matplotlib)");
+}
+
+// The held-out rows an instrument reports on: the first `examples` of the test split (0: all).
+data::Batch test_rows(const Loaded& l, std::size_t examples) {
+  const data::Batch& test = l.data->test_set();
+  return train::rows(test, 0, examples ? std::min(examples, test.size()) : test.size());
+}
+
+std::string signed_change(double x, bool percent) {
+  char b[32];
+  std::snprintf(b, sizeof b, percent ? "%+.2f%%" : "%+.4f", percent ? 100 * x : x);
+  return b;
+}
+
+}  // namespace
+
+int heads(const HeadsArgs& a) {
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    if (a.examples == 0) throw ValueError("--examples: expected at least 1 held-out example");
+    Loaded l = load(a.checkpoint, {});
+    interp::HeadScoreOptions o;
+    o.examples = a.examples;
+    const data::Batch& test = l.data->test_set();
+    const auto scores = interp::head_scores(*l.model, *l.task, test, o);
+    std::printf("%s: %s, %zu held-out (test) examples; induction score on %zu random sequences repeated twice\n",
+                a.checkpoint.c_str(), l.task->name().c_str(), std::min(a.examples, test.size()),
+                std::min(a.examples, test.size()));
+    std::printf("%s", interp::format_head_scores(scores).c_str());
+    std::printf("labels: previous-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); "
+                "docs/instruments.md defines each score\n");
+    if (!a.csv.empty()) {
+      write_file(a.csv, interp::head_scores_csv(scores));
+      std::printf("wrote %s\n", a.csv.c_str());
+    }
+    return 0;
+  });
+}
+
+int ablate(const AblateArgs& a) {
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    if (a.prune && a.has_heads) throw ValueError("--prune removes every head in turn: give either --heads or --prune");
+    if (!a.plot.empty() && !a.prune) throw ValueError("--plot draws the pruning curve: use it with --prune");
+    const interp::AblationMode mode = interp::ablation_mode_names().parse(a.mode, "--mode");
+    Loaded l = load(a.checkpoint, {});
+    const auto per_layer = interp::heads_per_layer(*l.model);
+    std::vector<interp::HeadRef> chosen;
+    if (a.has_heads) chosen = interp::parse_heads(a.heads, per_layer);
+    const data::Batch test = test_rows(l, a.examples);
+    const data::Batch& val = l.data->eval_set();
+    std::vector<Array<float>> means;
+    if (mode == interp::AblationMode::Mean) means = interp::head_means(*l.model, val);
+    const auto* m = mode == interp::AblationMode::Mean ? &means : nullptr;
+    const train::EvalMetrics base = interp::ablated_metrics(*l.model, test, {}, mode, m);
+    std::printf("%s: %s, %zu test examples, %s ablation%s\n", a.checkpoint.c_str(), l.task->name().c_str(), test.size(),
+                a.mode.c_str(), mode == interp::AblationMode::Mean ? " (each head's mean output over the validation set)" : "");
+    std::printf("intact model: loss %.4f, token accuracy %.2f%%\n", base.loss, 100 * base.token_accuracy);
+    std::string csv;
+
+    if (a.prune) {
+      const auto curve = interp::prune_curve(*l.model, val, test, mode, m, a.step);
+      std::printf("pruning curve (Michel et al. 2019: importance |dL/dxi_h| on the validation set, recomputed after "
+                  "each removal)\n%8s %9s %10s %10s  %s\n", "removed", "fraction", "loss", "accuracy", "last removed");
+      csv = "removed,fraction,loss,token_accuracy,sequence_accuracy,heads\n";
+      for (auto& p : curve) {
+        std::string last, all;
+        for (std::size_t k = 0; k < p.removed.size(); ++k) all += (k ? " " : "") + interp::head_name(p.removed[k]);
+        if (!p.removed.empty()) last = interp::head_name(p.removed.back());
+        std::printf("%8zu %9.3f %10.4f %9.2f%%  %s\n", p.removed.size(), p.fraction, p.metrics.loss,
+                    100 * p.metrics.token_accuracy, last.c_str());
+        char line[160];
+        std::snprintf(line, sizeof line, "%zu,%.6f,%.9g,%.9g,%.9g,", p.removed.size(), p.fraction, p.metrics.loss,
+                      p.metrics.token_accuracy, p.metrics.sequence_accuracy);
+        csv += line + all + "\n";
+      }
+    } else if (a.has_heads) {
+      const train::EvalMetrics r = interp::ablated_metrics(*l.model, test, chosen, mode, m);
+      std::string names;
+      for (auto& h : chosen) names += (names.empty() ? "" : ",") + interp::head_name(h);
+      std::printf("without %s: loss %.4f (%s), token accuracy %.2f%% (%s)\n", names.c_str(), r.loss,
+                  signed_change(r.loss - base.loss, false).c_str(), 100 * r.token_accuracy,
+                  signed_change(r.token_accuracy - base.token_accuracy, true).c_str());
+      char line[200];
+      std::snprintf(line, sizeof line, "\"%s\",%.9g,%.9g,%.9g,%.9g\n", names.c_str(), r.loss, r.token_accuracy,
+                    r.loss - base.loss, r.token_accuracy - base.token_accuracy);
+      csv = std::string("heads,loss,token_accuracy,loss_change,accuracy_change\n") + line;
+    } else {
+      auto rows = interp::ablate_each(*l.model, test, mode, m);
+      std::stable_sort(rows.begin(), rows.end(), [](auto& x, auto& y) { return x.metrics.loss > y.metrics.loss; });
+      std::printf("each head removed alone, most harmful first:\n%6s %10s %10s %10s %10s\n", "head", "loss", "change",
+                  "accuracy", "change");
+      csv = "layer,head,loss,token_accuracy,loss_change,accuracy_change\n";
+      for (auto& r : rows) {
+        const interp::HeadRef h = r.heads[0];
+        std::printf("%6s %10.4f %10s %9.2f%% %10s\n", interp::head_name(h).c_str(), r.metrics.loss,
+                    signed_change(r.metrics.loss - base.loss, false).c_str(), 100 * r.metrics.token_accuracy,
+                    signed_change(r.metrics.token_accuracy - base.token_accuracy, true).c_str());
+        char line[160];
+        std::snprintf(line, sizeof line, "%zu,%zu,%.9g,%.9g,%.9g,%.9g\n", h.layer, h.head, r.metrics.loss,
+                      r.metrics.token_accuracy, r.metrics.loss - base.loss, r.metrics.token_accuracy - base.token_accuracy);
+        csv += line;
+      }
+    }
+    if (!a.csv.empty() || !a.plot.empty()) {
+      const std::string path = a.csv.empty() ? a.plot + ".csv" : a.csv;
+      write_file(path, csv);
+      std::printf("wrote %s\n", path.c_str());
+      if (!a.plot.empty()) {
+        run_python("plot_prune.py", {path, a.plot, a.checkpoint});
+        std::printf("wrote %s\n", a.plot.c_str());
+      }
+    }
+    return 0;
+  });
+}
+
+int explain(const ExplainArgs& a) {
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    Loaded l = load_for(a.checkpoint, a.input);
+    const data::Batch b = input_batch(l, a.input);
+    const interp::QueryExplanation e = interp::explain_query(*l.model, *l.task, b, a.layer, a.head, a.query);
+    if (a.json)
+      std::printf("%s", interp::explanation_json(e).c_str());
+    else
+      std::printf("%s, %s\n%s", a.checkpoint.c_str(), describe_input(a.input).c_str(),
+                  interp::format_explanation(e, a.dims).c_str());
+    return 0;
+  });
+}
+
+}  // namespace qkv::app

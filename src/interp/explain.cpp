@@ -1,0 +1,215 @@
+#include "qkv/interp/explain.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "json.hpp"
+#include "qkv/autograd/tape.hpp"
+#include "qkv/nn/activation_cache.hpp"
+
+namespace qkv::interp {
+
+std::vector<std::string> token_labels(const data::Task& task, const IndexArray& ids, std::size_t row) {
+  std::vector<std::string> out;
+  const std::size_t T = ids.shape()[1];
+  for (std::size_t t = 0; t < T; ++t) {
+    const Index id = ids(row, t);
+    out.push_back(task.seq2seq() && id == task.bos() ? "<bos>" : task.token_label(id));
+  }
+  return out;
+}
+
+namespace {
+
+std::string range(std::size_t n) { return n ? "0.." + std::to_string(n - 1) : std::string("none"); }
+
+double norm(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v * v;
+  return std::sqrt(s);
+}
+
+// The vector of (b=0, head h, position t) of a (1, H, T, D) hook value.
+std::vector<double> at(const Array<float>& a, std::size_t h, std::size_t t) {
+  const std::size_t H = a.shape()[1], T = a.shape()[2], D = a.shape()[3];
+  (void)H;
+  const float* p = a.data() + (h * T + t) * D;
+  return std::vector<double>(p, p + D);
+}
+
+// A token shown between quotes with whitespace made visible (as the viewer does).
+std::string shown(const std::string& token) {
+  if (token == " ") return "'␣'";
+  if (token == "\n") return "'⏎'";
+  if (token == "\t") return "'⇥'";
+  return "'" + token + "'";
+}
+
+std::string vec(const std::vector<double>& x, std::size_t dims) {
+  std::string out = "[";
+  char b[32];
+  for (std::size_t d = 0; d < std::min(dims, x.size()); ++d) {
+    std::snprintf(b, sizeof b, "%s%.4f", d ? ", " : "", x[d]);
+    out += b;
+  }
+  return out + (x.size() > dims ? ", ...]" : "]");
+}
+
+}  // namespace
+
+QueryExplanation explain_query(train::TaskModel& model, const data::Task& task, const data::Batch& example,
+                               std::size_t layer, std::size_t head, std::size_t query) {
+  const auto layers = train::attention_layers(model);
+  if (layer >= layers.size())
+    throw ValueError("--layer " + std::to_string(layer) + ": the model has " + std::to_string(layers.size()) +
+                     " attention layers (" + range(layers.size()) + ")");
+  const auto& [name, mha] = layers[layer];
+  if (head >= mha->num_heads())
+    throw ValueError("--head " + std::to_string(head) + ": " + name + " has " + std::to_string(mha->num_heads()) +
+                     " heads (" + range(mha->num_heads()) + ")");
+  if (example.size() != 1) throw ValueError("explain: expected one example, found " + std::to_string(example.size()));
+  auto [qids, kids] = model.attention_tokens(*mha, example);
+  const std::size_t Tq = qids->shape()[1], Tk = kids->shape()[1];
+  if (query >= Tq)
+    throw ValueError("--query " + std::to_string(query) + ": " + name + " reads " + std::to_string(Tq) + " queries (" +
+                     range(Tq) + ")");
+
+  nn::ActivationCache<float> cache;
+  {
+    NoGradGuard no_grad;
+    const bool was_training = model.module().is_training();
+    model.module().eval();
+    const std::vector<std::string> points = {name + ".hook_q", name + ".hook_k", name + ".hook_v",
+                                             name + ".hook_pattern", name + ".hook_z"};
+    cache = nn::run_with_cache(model.module(), [&] { model.logits(example); }, points);
+    if (was_training) model.module().train();
+  }
+  QueryExplanation e;
+  e.layer = name, e.layer_index = layer, e.head = head, e.query = query, e.kind = model.attention_kind(*mha);
+  e.query_tokens = token_labels(task, *qids, 0);
+  e.key_tokens = token_labels(task, *kids, 0);
+  e.q = at(cache[name + ".hook_q"], head, query);
+  e.scale = mha->options().scale ? *mha->options().scale : 1.0 / std::sqrt(double(mha->head_dim()));
+  const Array<float>& k = cache[name + ".hook_k"];
+  const Array<float>& w = cache[name + ".hook_pattern"];  // (1, H, Tq, Tk)
+  double top = -std::numeric_limits<double>::infinity();
+  for (std::size_t j = 0; j < Tk; ++j) {
+    KeyTerm t;
+    t.key = j;
+    const std::vector<double> kj = at(k, head, j);
+    t.raw = std::inner_product(e.q.begin(), e.q.end(), kj.begin(), 0.0);
+    t.scaled = t.raw * e.scale;
+    t.masked = e.kind == train::AttentionKind::Causal && j > query;
+    t.model_weight = w(0, head, query, j);
+    if (!t.masked) top = std::max(top, t.scaled);
+    e.keys.push_back(t);
+    e.v.push_back(at(cache[name + ".hook_v"], head, j));
+  }
+  double total = 0;
+  for (auto& t : e.keys)
+    if (!t.masked) total += std::exp(t.scaled - top);
+  e.output.assign(e.v.empty() ? 0 : e.v[0].size(), 0.0);
+  for (auto& t : e.keys) {
+    t.weight = t.masked ? 0.0 : std::exp(t.scaled - top) / total;
+    for (std::size_t d = 0; d < e.output.size(); ++d) e.output[d] += t.weight * e.v[t.key][d];
+    e.weight_error = std::max(e.weight_error, std::abs(t.weight - t.model_weight));
+  }
+  e.model_output = at(cache[name + ".hook_z"], head, query);
+  for (std::size_t d = 0; d < e.output.size(); ++d)
+    e.output_error = std::max(e.output_error, std::abs(e.output[d] - e.model_output[d]));
+  return e;
+}
+
+std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
+  std::ostringstream out;
+  char b[512];
+  const char* kind = e.kind == train::AttentionKind::Causal ? "causal self-attention"
+                     : e.kind == train::AttentionKind::Cross ? "cross-attention: queries from the target, keys from the source"
+                                                             : "self-attention";
+  const std::size_t D = e.q.size(), Tk = e.keys.size();
+  out << "layer " << e.layer_index << " (" << e.layer << ", " << kind << "), head " << e.head << ", query " << e.query
+      << " " << shown(e.query_tokens[e.query]) << "\n";
+  out << (e.kind == train::AttentionKind::Cross ? "query tokens:" : "tokens:");
+  for (std::size_t i = 0; i < e.query_tokens.size(); ++i) out << " " << i << ":" << shown(e.query_tokens[i]);
+  if (e.kind == train::AttentionKind::Cross) {
+    out << "\nkey tokens:";
+    for (std::size_t j = 0; j < Tk; ++j) out << " " << j << ":" << shown(e.key_tokens[j]);
+  }
+  std::snprintf(b, sizeof b, "\n\n1. the query  q = W_q x_%zu + b_q  (D = %zu), |q| = %.4f\n   q[0:%zu] = %s\n", e.query, D,
+                norm(e.q), std::min(dims, D), vec(e.q, dims).c_str());
+  out << b;
+  std::snprintf(b, sizeof b, "\n2. scores  s_j = q . k_j, scaled by %.6f (= 1/sqrt(%zu)%s)%s\n", e.scale, D,
+                std::abs(e.scale - 1 / std::sqrt(double(D))) > 1e-12 ? ", set by the layer: not 1/sqrt(D)" : "",
+                e.kind == train::AttentionKind::Causal ? "; causal mask: keys after the query are masked" : "");
+  out << b;
+  std::snprintf(b, sizeof b, "\n3. weights  w_j = exp(a_j - max a) / sum_k exp(a_k - max a)\n\n  %4s  %-8s %10s %10s %10s\n",
+                "key", "token", "q.k", "scaled a", "weight");
+  out << b;
+  for (auto& t : e.keys) {
+    if (t.masked)
+      std::snprintf(b, sizeof b, "  %4zu  %-8s %10.4f %10s %10s\n", t.key, shown(e.key_tokens[t.key]).c_str(), t.raw,
+                    "-inf", "masked");
+    else
+      std::snprintf(b, sizeof b, "  %4zu  %-8s %10.4f %10.4f %10.4f\n", t.key, shown(e.key_tokens[t.key]).c_str(), t.raw,
+                    t.scaled, t.weight);
+    out << b;
+  }
+  std::vector<const KeyTerm*> by_weight;
+  for (auto& t : e.keys)
+    if (!t.masked) by_weight.push_back(&t);
+  std::stable_sort(by_weight.begin(), by_weight.end(), [](auto* x, auto* y) { return x->weight > y->weight; });
+  out << "\n4. keys by weight\n";
+  const std::size_t shown_keys = std::min<std::size_t>(by_weight.size(), 16);
+  for (std::size_t r = 0; r < shown_keys; ++r) {
+    const KeyTerm& t = *by_weight[r];
+    const std::string bar(std::size_t(std::lround(40 * t.weight)), '#');
+    std::snprintf(b, sizeof b, "  %4zu  %-8s %8.4f  %s\n", t.key, shown(e.key_tokens[t.key]).c_str(), t.weight, bar.c_str());
+    out << b;
+  }
+  if (by_weight.size() > shown_keys) out << "  (" << by_weight.size() - shown_keys << " more keys, weights below)\n";
+
+  const std::size_t Dv = e.output.size();
+  std::snprintf(b, sizeof b, "\n5. the output  z = sum_j w_j v_j  (Dv = %zu), |z| = %.4f\n   z[0:%zu] = %s\n", Dv,
+                norm(e.output), std::min(dims, Dv), vec(e.output, dims).c_str());
+  out << b;
+  out << "   largest contributions |w_j v_j|:";
+  std::vector<std::pair<double, std::size_t>> contrib;
+  for (auto* t : by_weight) contrib.push_back({t->weight * norm(e.v[t->key]), t->key});
+  std::stable_sort(contrib.begin(), contrib.end(), [](auto& x, auto& y) { return x.first > y.first; });
+  for (std::size_t r = 0; r < std::min<std::size_t>(contrib.size(), 3); ++r) {
+    const std::size_t j = contrib[r].second;
+    std::snprintf(b, sizeof b, "%s key %zu %s (%.4f x |v| %.4f = %.4f)", r ? "," : "", j, shown(e.key_tokens[j]).c_str(),
+                  e.keys[j].weight, norm(e.v[j]), contrib[r].first);
+    out << b;
+  }
+  std::snprintf(b, sizeof b,
+                "\n\ncheck: these weights match the layer's to %.1e, the output to %.1e (float32 model, recomputed in double)\n",
+                e.weight_error, e.output_error);
+  out << b;
+  return out.str();
+}
+
+std::string explanation_json(const QueryExplanation& e) {
+  std::ostringstream out;
+  out << "{\"layer\":" << json_string(e.layer) << ",\"layer_index\":" << e.layer_index << ",\"head\":" << e.head
+      << ",\"query\":" << e.query << ",\"kind\":" << json_string(train::attention_kind_name(e.kind))
+      << ",\"query_tokens\":" << json_array(e.query_tokens) << ",\"key_tokens\":" << json_array(e.key_tokens)
+      << ",\"q\":" << json_array(e.q) << ",\"scale\":" << json_number(e.scale) << ",\"keys\":[";
+  for (std::size_t j = 0; j < e.keys.size(); ++j) {
+    const KeyTerm& t = e.keys[j];
+    out << (j ? "," : "") << "{\"key\":" << t.key << ",\"token\":" << json_string(e.key_tokens[j])
+        << ",\"raw\":" << json_number(t.raw) << ",\"scaled\":" << json_number(t.scaled)
+        << ",\"masked\":" << (t.masked ? "true" : "false") << ",\"weight\":" << json_number(t.weight)
+        << ",\"model_weight\":" << json_number(t.model_weight) << ",\"v\":" << json_array(e.v[j]) << "}";
+  }
+  out << "],\"output\":" << json_array(e.output) << ",\"model_output\":" << json_array(e.model_output)
+      << ",\"weight_error\":" << json_number(e.weight_error) << ",\"output_error\":" << json_number(e.output_error)
+      << "}\n";
+  return out.str();
+}
+
+}  // namespace qkv::interp

@@ -1,0 +1,298 @@
+#include "qkv/interp/head_scores.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "qkv/autograd/tape.hpp"
+#include "qkv/nn/activation_cache.hpp"
+#include "qkv/train/evaluate.hpp"
+
+namespace qkv::interp {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Dims {
+  std::size_t B, H, Tq, Tk;
+};
+Dims dims(const Array<float>& w) {
+  if (w.dimension() != 4) throw ShapeError("head scores: expected attention weights (B, H, Tq, Tk), found " + shape_str(w.shape()));
+  return {w.shape()[0], w.shape()[1], w.shape()[2], w.shape()[3]};
+}
+const float* row(const Array<float>& w, const Dims& d, std::size_t b, std::size_t h, std::size_t i) {
+  return w.data() + ((b * d.H + h) * d.Tq + i) * d.Tk;
+}
+
+}  // namespace
+
+std::vector<double> diagonal_scores(const Array<float>& w, long offset, std::size_t first_query) {
+  const Dims d = dims(w);
+  std::vector<double> out(d.H, kNaN);
+  for (std::size_t h = 0; h < d.H; ++h) {
+    double total = 0;
+    std::size_t n = 0;
+    for (std::size_t b = 0; b < d.B; ++b)
+      for (std::size_t i = first_query; i < d.Tq; ++i) {
+        const long j = long(i) + offset;
+        if (j < 0 || j >= long(d.Tk)) continue;
+        total += row(w, d, b, h, i)[j];
+        ++n;
+      }
+    if (n) out[h] = total / double(n);
+  }
+  return out;
+}
+
+std::vector<double> column_scores(const Array<float>& w, std::size_t key, std::size_t first_query) {
+  const Dims d = dims(w);
+  std::vector<double> out(d.H, kNaN);
+  if (key >= d.Tk) return out;
+  for (std::size_t h = 0; h < d.H; ++h) {
+    double total = 0;
+    std::size_t n = 0;
+    for (std::size_t b = 0; b < d.B; ++b)
+      for (std::size_t i = first_query; i < d.Tq; ++i, ++n) total += row(w, d, b, h, i)[key];
+    if (n) out[h] = total / double(n);
+  }
+  return out;
+}
+
+std::vector<std::pair<double, double>> entropy_and_max(const Array<float>& w) {
+  const Dims d = dims(w);
+  std::vector<std::pair<double, double>> out(d.H, {kNaN, kNaN});
+  for (std::size_t h = 0; h < d.H; ++h) {
+    double entropy = 0, max_weight = 0;
+    std::size_t n = 0;
+    for (std::size_t b = 0; b < d.B; ++b)
+      for (std::size_t i = 0; i < d.Tq; ++i) {
+        const float* p = row(w, d, b, h, i);
+        double e = 0, mx = 0, total = 0;
+        for (std::size_t j = 0; j < d.Tk; ++j) {
+          total += p[j];
+          if (p[j] > 0) e -= p[j] * std::log(double(p[j]));
+          mx = std::max(mx, double(p[j]));
+        }
+        if (total <= 0) continue;  // a fully masked row
+        entropy += e, max_weight += mx, ++n;
+      }
+    if (n) out[h] = {entropy / double(n), max_weight / double(n)};
+  }
+  return out;
+}
+
+std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& tokens, const IndexArray& targets) {
+  const Dims d = dims(w);
+  if (tokens.dimension() != 2 || tokens.shape()[0] != d.B || tokens.shape()[1] != d.Tq || targets.shape() != tokens.shape())
+    throw ShapeError("retrieval score: tokens " + shape_str(tokens.shape()) + " and targets " + shape_str(targets.shape()) +
+                     " must both be (B, Tq) of the weights " + shape_str(w.shape()));
+  std::vector<double> out(d.H, kNaN);
+  std::vector<std::size_t> hits(d.H, 0);
+  std::size_t n = 0;
+  for (std::size_t b = 0; b < d.B; ++b)
+    for (std::size_t i = 0; i < d.Tq; ++i) {
+      if (targets(b, i) == data::kIgnore) continue;
+      std::size_t j = 0;
+      while (j < i && tokens(b, j) != tokens(b, i)) ++j;
+      if (j == i || j + 1 >= d.Tk) continue;  // no earlier occurrence: nothing to retrieve
+      ++n;
+      for (std::size_t h = 0; h < d.H; ++h) {
+        const float* p = row(w, d, b, h, i);
+        const std::size_t best = std::size_t(std::max_element(p, p + d.Tk) - p);
+        hits[h] += best == j || best == j + 1;
+      }
+    }
+  if (n)
+    for (std::size_t h = 0; h < d.H; ++h) out[h] = double(hits[h]) / double(n);
+  return out;
+}
+
+const std::vector<std::string>& score_names() {
+  static const std::vector<std::string> names = {"entropy", "max_weight", "previous_token", "first_token",
+                                                 "self",    "induction",  "retrieval"};
+  return names;
+}
+
+double score(const HeadScores& s, const std::string& name) {
+  if (name == "entropy") return s.entropy;
+  if (name == "max_weight") return s.max_weight;
+  if (name == "previous_token") return s.previous_token;
+  if (name == "first_token") return s.first_token;
+  if (name == "self") return s.self;
+  if (name == "induction") return s.induction;
+  if (name == "retrieval") return s.retrieval;
+  return kNaN;
+}
+
+std::string head_label(const HeadScores& s, const LabelThresholds& t) {
+  const std::pair<const char*, std::pair<double, double>> candidates[] = {
+      {"previous-token", {s.previous_token, t.previous_token}},
+      {"first-token", {s.first_token, t.first_token}},
+      {"self", {s.self, t.self}},
+      {"induction", {s.induction, t.induction}},
+      {"retrieval", {s.retrieval, t.retrieval}}};
+  std::string label;
+  double best = 1;  // score / threshold must reach 1
+  for (auto& [name, st] : candidates)
+    if (st.first >= st.second && st.first / st.second >= best) best = st.first / st.second, label = name;
+  return label;
+}
+
+IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t vocab, std::uint64_t seed) {
+  IndexArray out = IndexArray::from_shape({count, T});
+  const std::size_t N = T / 2;
+  for (std::size_t r = 0; r < count; ++r) {
+    Generator gen(hash64(seed, r));
+    Index* p = out.data() + r * T;
+    for (std::size_t t = 0; t < N; ++t) p[t] = Index(gen.randint(vocab));
+    for (std::size_t t = N; t < T; ++t) p[t] = p[std::min(t - N, N - 1)];
+    if (T % 2 && N) p[T - 1] = p[N - 1];
+  }
+  return out;
+}
+
+std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
+                                       const data::Batch& batch, const LabelThresholds& thresholds) {
+  const bool recall = task.name() == "recall" || task.name() == "mqar";
+  std::vector<HeadScores> out;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const Array<float>& w = *layers[l].weights;
+    const bool same_sequence = layers[l].kind != train::AttentionKind::Cross;
+    const auto em = entropy_and_max(w);
+    const auto first = column_scores(w, 0, 1);
+    std::vector<double> prev, self, retrieval;
+    if (same_sequence) {
+      prev = diagonal_scores(w, -1, 1);
+      self = diagonal_scores(w, 0, 0);
+      if (recall && !task.seq2seq()) retrieval = retrieval_scores(w, batch.inputs, batch.targets);
+    }
+    for (std::size_t h = 0; h < em.size(); ++h) {
+      HeadScores s;
+      s.layer = layers[l].name, s.layer_index = l, s.head = h, s.kind = layers[l].kind;
+      s.entropy = em[h].first, s.max_weight = em[h].second, s.first_token = first[h];
+      if (same_sequence) s.previous_token = prev[h], s.self = self[h];
+      if (!retrieval.empty()) s.retrieval = retrieval[h];
+      s.label = head_label(s, thresholds);
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+namespace {
+// Every layer's hook_pattern over `b`, in batches of `batch_size` rows, concatenated along B.
+std::vector<Array<float>> patterns(train::TaskModel& model, const data::Batch& b, std::size_t batch_size) {
+  const auto layers = train::attention_layers(model);
+  std::vector<std::vector<Array<float>>> parts(layers.size());
+  const std::size_t N = b.size();
+  for (std::size_t lo = 0; lo < N; lo += batch_size) {
+    const data::Batch part = train::rows(b, lo, std::min(N, lo + batch_size));
+    auto cache = nn::run_with_cache(model.module(), [&] { model.logits(part); }, {"*.hook_pattern"});
+    for (std::size_t l = 0; l < layers.size(); ++l) parts[l].push_back(cache[layers[l].first + ".hook_pattern"]);
+  }
+  std::vector<Array<float>> out;
+  for (auto& p : parts) {
+    if (p.size() == 1) {
+      out.push_back(std::move(p[0]));
+      continue;
+    }
+    Shape s = p[0].shape();
+    s[0] = N;
+    Array<float> all = Array<float>::from_shape(s);
+    float* dst = all.data();
+    for (auto& a : p) dst = std::copy(a.data(), a.data() + a.size(), dst);
+    out.push_back(std::move(all));
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<std::vector<double>> induction_scores(train::TaskModel& model, const data::Task& task, std::size_t count,
+                                                  std::uint64_t seed, std::size_t batch_size) {
+  const std::size_t T = task.input_length();
+  if (task.seq2seq() || T < 4 || count == 0) return {};
+  NoGradGuard no_grad;
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  data::Batch r;
+  r.inputs = repeated_random_tokens(count, T, task.input_vocab(), seed);
+  r.targets = r.inputs;
+  r.decoder_inputs = IndexArray::from_shape({0});
+  const std::vector<Array<float>> w = patterns(model, r, batch_size);
+  const auto layers = train::attention_layers(model);
+  const std::size_t N = T / 2;
+  std::vector<std::vector<double>> out;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    out.push_back(diagonal_scores(w[l], 1 - long(N), N));
+    if (model.attention_kind(*layers[l].second) == train::AttentionKind::Cross)
+      std::fill(out.back().begin(), out.back().end(), kNaN);
+  }
+  if (was_training) model.module().train();
+  return out;
+}
+
+std::vector<HeadScores> head_scores(train::TaskModel& model, const data::Task& task, const data::Batch& heldout,
+                                    const HeadScoreOptions& o) {
+  if (o.examples == 0) throw ValueError("head scores: --examples must be at least 1");
+  NoGradGuard no_grad;
+  const bool was_training = model.module().is_training();
+  model.module().eval();
+  const data::Batch b = train::rows(heldout, 0, std::min(o.examples, heldout.size()));
+  const auto layers = train::attention_layers(model);
+  const std::vector<Array<float>> w = patterns(model, b, o.batch_size);
+  std::vector<LayerPattern> lp;
+  for (std::size_t l = 0; l < layers.size(); ++l) lp.push_back({layers[l].first, model.attention_kind(*layers[l].second), &w[l]});
+  std::vector<HeadScores> out = pattern_scores(lp, task, b, o.thresholds);
+
+  const auto ind = induction_scores(model, task, b.size(), o.seed, o.batch_size);
+  for (std::size_t l = 0, k = 0; l < ind.size(); ++l)
+    for (std::size_t h = 0; h < ind[l].size(); ++h, ++k) {
+      out[k].induction = ind[l][h];
+      out[k].label = head_label(out[k], o.thresholds);
+    }
+  if (was_training) model.module().train();
+  return out;
+}
+
+namespace {
+std::string cell(double x, const char* fmt = "%.3f") {
+  if (std::isnan(x)) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, fmt, x);
+  return b;
+}
+}  // namespace
+
+std::string format_head_scores(const std::vector<HeadScores>& scores) {
+  std::ostringstream out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-22s %4s %-6s %8s %8s %8s %8s %8s %8s %8s  %s\n", "layer", "head", "kind", "entropy",
+                "max_w", "prev", "first", "self", "induct", "retriev", "label");
+  out << line;
+  for (auto& s : scores) {
+    std::snprintf(line, sizeof line, "%-22s %4zu %-6s %8s %8s %8s %8s %8s %8s %8s  %s\n", s.layer.c_str(), s.head,
+                  train::attention_kind_name(s.kind), cell(s.entropy).c_str(), cell(s.max_weight).c_str(),
+                  cell(s.previous_token).c_str(), cell(s.first_token).c_str(), cell(s.self).c_str(),
+                  cell(s.induction).c_str(), cell(s.retrieval).c_str(), s.label.c_str());
+    out << line;
+  }
+  return out.str();
+}
+
+std::string head_scores_csv(const std::vector<HeadScores>& scores) {
+  std::ostringstream out;
+  out << "layer,layer_index,head,kind";
+  for (auto& n : score_names()) out << ',' << n;
+  out << ",label\n";
+  for (auto& s : scores) {
+    out << s.layer << ',' << s.layer_index << ',' << s.head << ',' << train::attention_kind_name(s.kind);
+    for (auto& n : score_names()) {
+      const double x = score(s, n);
+      out << ',' << (std::isnan(x) ? std::string() : cell(x, "%.9g"));
+    }
+    out << ',' << s.label << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace qkv::interp
