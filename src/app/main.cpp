@@ -140,18 +140,21 @@ int main(int argc, char** argv) {
     cmd->add_option("--example", in.example, "Held-out (validation) example index, when no --text (default 0)")->excludes(text);
   };
   auto text_given = [](CLI::App* cmd, qkv::app::InputChoice& in) { in.has_text = cmd->count("--text") > 0; };
+  auto instrument = [&](const char* name, const char* what, std::string& checkpoint, int& threads) {
+    auto* cmd = app.add_subcommand(name, what);
+    cmd->add_option("checkpoint", checkpoint, "Checkpoint (.h5)")->required();
+    cmd->add_option("--threads", threads, "Threads (0 = all cores)")->check(whole_number(0));
+    return cmd;
+  };
 
   qkv::app::HeadsArgs hd;
-  auto* heads = app.add_subcommand("heads", "Pattern scores and labels of every attention head, over held-out examples");
-  heads->add_option("checkpoint", hd.checkpoint, "Checkpoint (.h5)")->required();
+  auto* heads = instrument("heads", "Pattern scores and labels of every attention head, over held-out examples", hd.checkpoint, hd.threads);
   heads->add_option("--examples", hd.examples, "Held-out (test) examples scored (default 64)")->check(whole_number(1));
   heads->add_option("--csv", hd.csv, "Also write the table as CSV");
-  heads->add_option("--threads", hd.threads, "Threads (0 = all cores)")->check(whole_number(0));
   heads->callback([&] { status = qkv::app::heads(hd); });
 
   qkv::app::AblateArgs ab;
-  auto* ablate = app.add_subcommand("ablate", "Held-out loss and accuracy with attention heads removed");
-  ablate->add_option("checkpoint", ab.checkpoint, "Checkpoint (.h5)")->required();
+  auto* ablate = instrument("ablate", "Held-out loss and accuracy with attention heads removed", ab.checkpoint, ab.threads);
   ablate->add_option("--heads", ab.heads, "Heads to remove together: LAYER.HEAD,... (1.* = all of layer 1); "
                                           "default: each head alone");
   ablate->add_option("--mode", ab.mode, "zero, or mean (the head's mean output over the validation set)");
@@ -160,35 +163,30 @@ int main(int argc, char** argv) {
   ablate->add_option("--examples", ab.examples, "Test examples evaluated (default: all)")->check(whole_number(1));
   ablate->add_option("--csv", ab.csv, "Write the table as CSV");
   ablate->add_option("--plot", ab.plot, "With --prune: draw the curve as PNG (matplotlib)");
-  ablate->add_option("--threads", ab.threads, "Threads (0 = all cores)")->check(whole_number(0));
   ablate->callback([&] {
     ab.has_heads = ablate->count("--heads") > 0;
     status = qkv::app::ablate(ab);
   });
 
   qkv::app::ExplainArgs ex;
-  auto* explain = app.add_subcommand("explain", "One query of one head, step by step: scores, scale, mask, softmax, output");
-  explain->add_option("checkpoint", ex.checkpoint, "Checkpoint (.h5)")->required();
+  auto* explain = instrument("explain", "One query of one head, step by step: scores, scale, mask, softmax, output", ex.checkpoint, ex.threads);
   add_input(explain, ex.input);
   explain->add_option("--layer", ex.layer, "Attention layer, by index in model order (qkv heads lists them)")->required();
   explain->add_option("--head", ex.head, "Head of that layer")->required();
   explain->add_option("--query", ex.query, "Query position")->required();
   explain->add_option("--dims", ex.dims, "Leading vector dimensions printed (default 8)")->check(whole_number(1));
   explain->add_flag("--json", ex.json, "Every number as JSON, for tools");
-  explain->add_option("--threads", ex.threads, "Threads (0 = all cores)")->check(whole_number(0));
   explain->callback([&] {
     text_given(explain, ex.input);
     status = qkv::app::explain(ex);
   });
 
   qkv::app::ViewArgs vw;
-  auto* view = app.add_subcommand("view", "A self-contained HTML page of every attention head on one input");
-  view->add_option("checkpoint", vw.checkpoint, "Checkpoint (.h5)")->required();
+  auto* view = instrument("view", "A self-contained HTML page of every attention head on one input", vw.checkpoint, vw.threads);
   add_input(view, vw.input);
   view->add_option("--out", vw.out, "Output page (.html)")->required();
   view->add_option("--snapshots", vw.snapshots, "snapshots.h5 to show (default: the run directory's, when present)");
   view->add_flag("--no-snapshots", vw.no_snapshots, "Leave training snapshots out");
-  view->add_option("--threads", vw.threads, "Threads (0 = all cores)")->check(whole_number(0));
   view->callback([&] {
     text_given(view, vw.input);
     status = qkv::app::view(vw);

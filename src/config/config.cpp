@@ -195,6 +195,11 @@ Field field(const char* s, const char* k, const char* member, std::size_t& v) {
   f.print = [&v] { return std::to_string(v); };
   return f;
 }
+// An unsigned field that does not size a training step (left out of the memory message's blame).
+Field unsized(Field f) {
+  f.size = nullptr;
+  return f;
+}
 Field field(const char* s, const char* k, const char* member, std::int64_t& v) {
   Field f{s, k, member, Kind::Unsigned, {}, {}, {}, nullptr};
   const std::string key = f.path();
@@ -325,6 +330,8 @@ std::vector<Field> fields(Config& c) {
           field("train", "target_accuracy", "target_accuracy", r.target_accuracy),
           field("train", "label_smoothing", "label_smoothing", r.label_smoothing),
           field("train", "threads", "threads", r.threads), field("train", "diagnostics", "diagnostics", r.diagnostics),
+          unsized(field("train", "snapshot_every", "snapshot_every", r.snapshot_every)),
+          unsized(field("train", "snapshot_examples", "snapshot_examples", r.snapshot_examples)),
           field("run", "out", "out", c.run.out)};
 }
 
@@ -516,6 +523,10 @@ void validate_impl(const Config& c, const Origins& origins, bool resources = tru
     k.in_range(r.label_smoothing, "label_smoothing", 0, false, 1, true);
     k.require(r.threads >= 0, {"threads"},
               "expected 0 (all cores) or a positive thread count, found " + std::to_string(r.threads));
+    k.positive(r.snapshot_examples, "snapshot_examples");
+    k.require(r.snapshot_every == 0 || r.snapshot_examples <= c.task.eval_size, {"snapshot_examples"},
+              "the snapshots show the first {snapshot_examples} examples of the held-out set: expected at most "
+              "task.eval_size (" + std::to_string(c.task.eval_size) + "), found " + std::to_string(r.snapshot_examples));
   });
   // The schedule runs over train.steps from optimizer.lr.
   section("schedule", [&] {

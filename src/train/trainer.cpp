@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "qkv/dist/data_parallel.hpp"
+#include "qkv/interp/snapshots.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
@@ -68,6 +69,10 @@ class Run {
     for (auto& [name, layer] : attention_layers(*model_))
       for (const char* d : kDiagnostics) cols.push_back(name + d);
     metrics_.set_columns(cols);
+    const data::Batch& held_out = data_->eval_set();  // its first snapshot_examples rows are the snapshots' examples
+    const std::size_t n = std::min(cfg.train.snapshot_examples, held_out.size());
+    if (cfg.train.snapshot_every > 0 && comm.is_root())
+      snapshots_ = std::make_unique<interp::SnapshotRecorder>(*model_, *task_, rows(held_out, 0, n));
   }
 
   RunResult run() {
@@ -84,6 +89,7 @@ class Run {
     auto window = Clock::now();
     std::int64_t window_tokens = 0;
     std::string reason = "steps";
+    snapshot(false);  // step 0 (or nothing new on resume)
 
     while (state_.step < total) {
       const bool stop = dp_.any(g_stop);  // a signal may reach some ranks only: stop together
@@ -101,6 +107,7 @@ class Run {
       state_.train_correct += std::int64_t(s.correct), state_.train_counted += std::int64_t(s.counted);
       last_grad_norm_ = s.grad_norm;
       window_tokens += std::int64_t(batch.targets.size()) * dp_.size();
+      snapshot(false);
 
       if (state_.step % std::int64_t(cfg_.train.log_every) == 0 || eval_now) {
         tokens_per_s_ = double(window_tokens) / std::max(seconds_since(window), 1e-9);
@@ -128,6 +135,7 @@ class Run {
       }
     }
     std::signal(SIGINT, previous_handler);
+    if (reason == "steps" || reason == "target") snapshot(true);
     // Resumed from the final checkpoint (killed before result.csv was written, e.g. in a sweep):
     // the final evaluation, which the checkpoint does not hold, is recomputed for the result.
     if (steps_run_ == 0 && state_.step >= total && std::isnan(state_.last_eval.loss))
@@ -142,6 +150,9 @@ class Run {
   std::size_t eval_batch() const { return std::max<std::size_t>(cfg_.train.batch_size, 256); }
   std::string path(const std::string& name) const { return (fs::path(dir_) / name).string(); }
   void log(const std::string& s) { progress_.message(s); }
+  void snapshot(bool final) {
+    if (snapshots_) snapshots_->record_if_due(state_.step, std::int64_t(cfg_.train.snapshot_every), final);
+  }
 
   void start_files() {
     if (!dp_.is_root()) return;
@@ -210,6 +221,7 @@ class Run {
     c.metrics = metrics_.history();
     save_vocabulary(*task_, c);
     io::save_checkpoint(path(name), c);
+    if (snapshots_ && name == "last.h5") interp::save_snapshots(path("snapshots.h5"), snapshots_->snapshots());  // as of last.h5
   }
 
   void resume(const std::string& file) {
@@ -230,6 +242,8 @@ class Run {
     default_generator().set_state(state_.dropout_rng[0], state_.dropout_rng[1]);
     data_->set_position(state_.data_position);
     metrics_.restore(c.metrics, file);
+    const std::string note = snapshots_ ? snapshots_->resume(path("snapshots.h5"), state_.step) : "";
+    if (!note.empty()) std::fprintf(stderr, "qkv: %s\n", note.c_str());
   }
 
   // QKV_DEBUG_PERTURB_RANK=r nudges a parameter on rank r (tests/dist/mpi_test.sh checksum).
@@ -274,6 +288,7 @@ class Run {
   std::unique_ptr<TaskModel> model_;
   std::unique_ptr<optim::Optimizer<float>> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
+  std::unique_ptr<interp::SnapshotRecorder> snapshots_;  // root rank, train.snapshot_every > 0
   MetricsLog metrics_;
   TrainState state_;
   std::vector<std::pair<double, double>> qk_norms_;

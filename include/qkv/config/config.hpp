@@ -32,6 +32,13 @@ struct TrainConfig {
   double label_smoothing = 0.0;
   int threads = 0;  ///< 0: all cores
   bool diagnostics = true;
+  /// Record training snapshots (interp/snapshots.hpp: every layer's and head's attention weights
+  /// and head scores on held-out examples) into <run>/snapshots.h5 every this many steps, at step
+  /// 0 and at the final step; 0: off.
+  std::size_t snapshot_every = 0;
+  /// N, the held-out examples the snapshots show: the first N of the validation set; >= 1 and at
+  /// most task.eval_size.
+  std::size_t snapshot_examples = 4;
 };
 
 /// The `run` section.

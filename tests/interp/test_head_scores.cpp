@@ -1,0 +1,125 @@
+// Head scores against answers known in advance: hand-made patterns and a hand-set model.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "constructed.hpp"
+#include "qkv/interp/head_scores.hpp"
+#include "qkv/train/evaluate.hpp"
+
+namespace qkv {
+namespace {
+
+// (1, H, T, T) of zeros.
+Array<float> zeros(std::size_t H, std::size_t T) {
+  Array<float> w = Array<float>::from_shape({1, H, T, T});
+  std::fill(w.begin(), w.end(), 0.0f);
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("head scores: a previous-token pattern, a uniform causal one and a sink, scored by hand") {
+  const std::size_t T = 8;
+  Array<float> w = zeros(3, T);
+  for (std::size_t i = 0; i < T; ++i) {
+    w(0, 0, i, i ? i - 1 : 0) = 1;                                 // head 0: previous token
+    for (std::size_t j = 0; j <= i; ++j) w(0, 1, i, j) = 1.0f / float(i + 1);  // head 1: uniform causal
+    w(0, 2, i, 0) = 1;                                             // head 2: everything on token 0
+  }
+  const auto prev = interp::diagonal_scores(w, -1, 1);
+  const auto self = interp::diagonal_scores(w, 0, 0);
+  const auto first = interp::column_scores(w, 0, 1);
+  const auto em = interp::entropy_and_max(w);
+  CHECK(prev[0] == doctest::Approx(1.0));
+  CHECK(self[0] == doctest::Approx(1.0 / T));  // only row 0 (its one key is itself)
+  // uniform causal: w[i, i-1] = 1/(i+1), mean over i = 1..7
+  double expect = 0;
+  for (std::size_t i = 1; i < T; ++i) expect += 1.0 / double(i + 1);
+  CHECK(prev[1] == doctest::Approx(expect / 7));
+  CHECK(first[1] == doctest::Approx(expect / 7));
+  CHECK(first[2] == doctest::Approx(1.0));
+  CHECK(prev[2] == doctest::Approx(1.0 / 7));  // row 1 only: its previous token is token 0
+  CHECK(em[0].first == doctest::Approx(0.0));
+  CHECK(em[0].second == doctest::Approx(1.0));
+  double h = 0;
+  for (std::size_t i = 0; i < T; ++i) h += std::log(double(i + 1));
+  CHECK(em[1].first == doctest::Approx(h / T));  // entropy of uniform over i+1 keys = log(i+1)
+
+  interp::HeadScores s;
+  s.previous_token = prev[0], s.first_token = first[0], s.self = self[0];
+  CHECK(interp::head_label(s) == "previous-token");
+  s.previous_token = 0.45;  // below 0.5: no label
+  CHECK(interp::head_label(s) == "");
+  s.induction = 0.9;
+  CHECK(interp::head_label(s) == "induction");
+}
+
+TEST_CASE("head scores: the induction score is the weight on the token after the previous occurrence") {
+  const std::size_t T = 12, N = T / 2;
+  const IndexArray r = interp::repeated_random_tokens(3, T, 50, 7);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (std::size_t t = N; t < T; ++t) CHECK(r(b, t) == r(b, t - N));
+  CHECK(interp::repeated_random_tokens(3, T, 50, 7) == r);  // a function of the seed
+  CHECK(!(interp::repeated_random_tokens(3, T, 50, 8) == r));
+  Array<float> w = zeros(2, T);
+  for (std::size_t i = 0; i < T; ++i) {
+    // head 0 is an induction head on the second half; head 1 attends to the previous occurrence
+    // itself (a duplicate-token head), one before the induction target
+    w(0, 0, i, i >= N ? i - N + 1 : i) = 1;
+    w(0, 1, i, i >= N ? i - N : i) = 1;
+  }
+  const auto ind = interp::diagonal_scores(w, 1 - long(N), N);
+  CHECK(ind[0] == doctest::Approx(1.0));
+  CHECK(ind[1] == doctest::Approx(0.0));
+}
+
+TEST_CASE("head scores: retrieval accuracy counts queries whose strongest key is the matching key or its value") {
+  // k1 v1 k2 v2 q(k2) q(k1): targets at the queries
+  IndexArray tokens = IndexArray::from_shape({1, 6});
+  IndexArray targets = IndexArray::from_shape({1, 6});
+  const Index seq[6] = {3, 10, 5, 11, 5, 3};
+  for (std::size_t t = 0; t < 6; ++t) tokens(0, t) = seq[t], targets(0, t) = t >= 4 ? seq[t] + 7 : data::kIgnore;
+  Array<float> w = zeros(2, 6);
+  for (std::size_t i = 0; i < 6; ++i) w(0, 0, i, 0) = 1, w(0, 1, i, 0) = 1;
+  w(0, 0, 4, 0) = 0, w(0, 0, 4, 3) = 1;  // head 0: query 4 (token 5) on v2 (position 3): right
+  // head 0 query 5 (token 3) on k1 (position 0): right. Head 1: query 4 on position 0: wrong.
+  const auto acc = interp::retrieval_scores(w, tokens, targets);
+  CHECK(acc[0] == doctest::Approx(1.0));
+  CHECK(acc[1] == doctest::Approx(0.5));
+  CHECK_THROWS_AS(interp::retrieval_scores(w, IndexArray::from_shape({1, 5}), targets), ShapeError);
+}
+
+TEST_CASE("head scores: a hand-set model's previous-token and first-token heads are found and labelled") {
+  test::Constructed m = test::constructed_decoder();
+  // the model does what it was built for: it predicts the previous token everywhere
+  const data::Batch b = test::previous_token_batch(32, m.T, m.V, 3);
+  CHECK(train::evaluate(*m.model, b, 32).token_accuracy == doctest::Approx(1.0));
+
+  interp::HeadScoreOptions o;
+  o.examples = 32;
+  const auto s = interp::head_scores(*m.model, *m.task, b, o);
+  REQUIRE(s.size() == 2);
+  CHECK(s[0].layer == "blocks.0.attn");
+  CHECK(s[0].kind == train::AttentionKind::Causal);
+  CHECK(s[0].previous_token > 0.99);
+  // query 1's previous token is token 0: of the 15 queries i >= 1, one puts its weight there
+  CHECK(s[0].first_token == doctest::Approx(1.0 / 15).epsilon(0.01));
+  CHECK(s[0].label == "previous-token");
+  CHECK(s[1].first_token > 0.99);
+  CHECK(s[1].previous_token < 0.1);  // row 1's previous token is token 0
+  CHECK(s[1].label == "first-token");
+  CHECK(s[0].max_weight > 0.99);
+  CHECK(s[0].entropy < 0.01);
+  CHECK(s[0].induction < 0.05);  // a previous-token head is not an induction head
+  CHECK(std::isnan(s[0].retrieval));  // not a recall task
+  const std::string table = interp::format_head_scores(s);
+  CHECK(table.find("previous-token") != std::string::npos);
+  CHECK(table.find("first-token") != std::string::npos);
+  const std::string csv = interp::head_scores_csv(s);
+  CHECK(csv.rfind("layer,layer_index,head,kind,entropy,max_weight,previous_token,first_token,self,induction,retrieval,label\n", 0) == 0);
+  CHECK(csv.find(",causal,") != std::string::npos);
+  CHECK(csv.find(",,previous-token\n") != std::string::npos);  // retrieval empty (NaN), then the label
+}
+
+}  // namespace qkv
