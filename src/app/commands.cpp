@@ -28,7 +28,9 @@ namespace qkv::app {
 namespace fs = std::filesystem;
 namespace {
 
+// "-" for a metric not measured yet (no evaluation ran: negative or NaN).
 std::string percent(double x) {
+  if (!(x >= 0)) return "-";
   char b[32];
   std::snprintf(b, sizeof b, "%.2f%%", 100 * x);
   return b;
@@ -57,8 +59,8 @@ int train(const TrainArgs& a) {
                   percent(r.last.sequence_accuracy).c_str(), percent(r.best.token_accuracy).c_str());
       std::printf("run directory: %s\n  checkpoints: %s/last.h5, %s/best.h5\n  metrics:     %s/metrics.csv\n", dir.c_str(),
                   dir.c_str(), dir.c_str(), dir.c_str());
-      std::printf("look inside:\n  qkv inspect %s/best.h5\n  qkv eval %s/best.h5\n  qkv attention %s/best.h5 --example 0\n",
-                  dir.c_str(), dir.c_str(), dir.c_str());
+      std::printf("look inside:\n  qkv eval %s/best.h5\n  qkv heads %s/best.h5\n  qkv view %s/best.h5 --out %s/view.html\n",
+                  dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
     }
     return r.exit_code;
   });

@@ -1,11 +1,90 @@
 // qkv view: a self-contained HTML page of every attention head on one input (docs/viewer.md).
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
 #include "commands.hpp"
 #include "loaded.hpp"
+#include "qkv/interp/viewer.hpp"
+#include "qkv/kernels/parallel.hpp"
 
 namespace qkv::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The run directory's snapshots.h5 for a checkpoint in it (run/best.h5) or in its checkpoints/
+// folder (run/checkpoints/step_100.h5); "" when there is none.
+std::string default_snapshots(const std::string& checkpoint) {
+  fs::path dir = fs::path(checkpoint).parent_path();
+  if (dir.filename() == "checkpoints") dir = dir.parent_path();
+  const fs::path p = dir / "snapshots.h5";
+  std::error_code ec;
+  return fs::is_regular_file(p, ec) ? p.string() : "";
+}
+
+// Write `text` to `path` through a temporary file in the same folder, renamed into place: a page
+// is whole or absent, and an older page survives a failed write.
+void write_page(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!(f << text) || !f.flush()) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      throw io::IoError("cannot write " + path);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw io::IoError("cannot write " + path + ": " + ec.message());
+  }
+}
+
+}  // namespace
 
 int view(const ViewArgs& a) {
-  return guarded([&]() -> int { throw ValueError("qkv view: not written yet (" + a.out + ")"); });
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    if (a.no_snapshots && !a.snapshots.empty()) throw ValueError("--snapshots and --no-snapshots: choose one");
+    Loaded l = load_for(a.checkpoint, a.input);
+    const data::Batch row = input_batch(l, a.input);
+
+    // Snapshots named on the command line must load; the run directory's are shown when they do.
+    interp::Snapshots snapshots;
+    bool have = false;
+    const std::string path = a.no_snapshots ? "" : !a.snapshots.empty() ? a.snapshots : default_snapshots(a.checkpoint);
+    if (!path.empty()) {
+      try {
+        snapshots = interp::load_snapshots(path);
+        have = true;
+      } catch (const std::exception& e) {
+        if (!a.snapshots.empty()) throw;
+        std::fprintf(stderr, "qkv: the run's snapshots are left out: %s\n", e.what());
+      }
+    }
+    interp::ViewerContent content;
+    content.title = a.checkpoint + " - " + describe_input(a.input);
+    content.snapshots = have ? &snapshots : nullptr;
+    try {
+      write_page(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
+    } catch (const ValueError& e) {
+      if (!have || !a.snapshots.empty()) throw;
+      // The run directory's snapshots belong to another model (the checkpoint was copied there?).
+      std::fprintf(stderr, "qkv: the run's snapshots are left out: %s: %s\n", path.c_str(), e.what());
+      content.snapshots = nullptr;
+      write_page(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
+      have = false;
+    }
+    std::printf("wrote %s (%zu attention layers%s); open it in a browser\n", a.out.c_str(),
+                train::attention_layers(*l.model).size(),
+                have ? (", " + std::to_string(snapshots.size()) + " training snapshots from " + path).c_str() : "");
+    return 0;
+  });
 }
 
 }  // namespace qkv::app

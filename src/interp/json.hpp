@@ -19,7 +19,8 @@ inline std::string json_string(const std::string& s) {
       out += '\\';
       out += char(c);
     } else if (c == '<' && s.compare(i, 4, "<!--") == 0) {
-      out += "<\\u0021";
+      out += "<\\u0021";  // the '!' is this escape
+      ++i;
     } else if (c == '<' && i + 1 < s.size() && s[i + 1] == '/') {
       out += "<\\";
     } else if (c < 0x20) {

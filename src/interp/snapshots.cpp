@@ -10,21 +10,6 @@
 namespace qkv::interp {
 namespace {
 
-// Eval mode for a scope; the previous mode comes back when it ends (also on an exception).
-class EvalScope {
- public:
-  explicit EvalScope(nn::Module<float>& m) : m_(m), was_training_(m.is_training()) { m.eval(); }
-  ~EvalScope() {
-    if (was_training_) m_.train();
-  }
-  EvalScope(const EvalScope&) = delete;
-  EvalScope& operator=(const EvalScope&) = delete;
-
- private:
-  nn::Module<float>& m_;
-  bool was_training_;
-};
-
 // The first `rows` rows of `a` (rows along axis 0) in an array of `rows` rows; rows past the end
 // of `a` are left for the caller to fill.
 template <class T>
@@ -100,7 +85,7 @@ void SnapshotRecorder::record(std::int64_t step) {
     throw ValueError("snapshots: the model has " + std::to_string(layers.size()) + " attention layers, the snapshots " +
                      std::to_string(snapshots_.layers.size()));
   NoGradGuard no_grad;
-  EvalScope eval(model_.module());
+  nn::EvalGuard<float> eval(model_.module());
   // One forward of the N examples with hooks that only read (bitwise the same forward), then the
   // induction score's own forward on repeated random tokens from Generator(hash64(0, row)): the
   // default generator (dropout) is never drawn from.

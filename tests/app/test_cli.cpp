@@ -35,7 +35,7 @@ TEST_CASE("cli: train, then eval, inspect and attention on the checkpoint") {
   std::string out;
   const std::string sort = std::string(QKV_SOURCE_DIR) + "/configs/sort.yaml";
   REQUIRE(test::run_command(qkv_cmd("train " + sort + " " + kTiny + "--set train.steps=30 --out " + dir), &out) == 0);
-  CHECK(out.find("qkv inspect " + dir + "/best.h5") != std::string::npos);
+  CHECK(out.find("qkv heads " + dir + "/best.h5") != std::string::npos);
   CHECK(out.find("BLAS: OpenBLAS") != std::string::npos);
 
   REQUIRE(test::run_command(qkv_cmd("eval " + dir + "/last.h5"), &out) == 0);

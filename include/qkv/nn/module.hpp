@@ -248,6 +248,21 @@ class Module {
   bool training_ = true;
 };
 
+/// Evaluation mode for a scope (like torch's `model.eval()` ... `model.train(was)`): the module's
+/// previous mode comes back when the guard ends, also when an exception passes.
+template <class T>
+class EvalGuard {
+ public:
+  explicit EvalGuard(Module<T>& m) : m_(m), was_training_(m.is_training()) { m.eval(); }
+  ~EvalGuard() { m_.train(was_training_); }
+  EvalGuard(const EvalGuard&) = delete;
+  EvalGuard& operator=(const EvalGuard&) = delete;
+
+ private:
+  Module<T>& m_;
+  bool was_training_;
+};
+
 /// A named point in a layer's forward where a hook can read or replace the value flowing by:
 /// forward(x) = x passed through the hooks (x itself when none). No parameters.
 template <class T>
