@@ -65,6 +65,21 @@ equivalence)
   bitwise_same two/last.h5 two_t2/last.h5 && pass || fail "2 ranks x 1 thread vs 2 ranks x 2 threads not bitwise equal"
   cmp <(cut -d, -f1-8 two/metrics.csv) <(cut -d, -f1-8 two_t2/metrics.csv) && pass || fail "metrics differ between thread counts"
   echo "2 ranks: bitwise identical for 1 and 2 threads per rank"
+  # The decoder language model on text (a generated corpus), with dropout: the same.
+  for i in $(seq 1 200); do echo "我爱吃苹果。the cat chases the mouse $((i % 10))."; done >corpus.txt
+  cat >lm.yaml <<'EOF'
+seed: 3
+model: {arch: decoder, d_model: 32, heads: 2, layers: 2, d_ff: 64, positional: rope, dropout: 0.1}
+task: {name: text, path: corpus.txt, length: 16, eval_size: 16}
+optimizer: {name: adamw, lr: 0.003, clip_grad_norm: 1.0}
+schedule: {name: constant, warmup_steps: 0}
+train: {steps: 8, batch_size: 16, eval_every: 2, checkpoint_every: 4, log_every: 2, diagnostics: false}
+run: {out: unused}
+EOF
+  "$qkv" train lm.yaml --quiet --threads 1 --out lm_one && pass || fail "1-rank language-model run"
+  mpi 2 "$qkv" train lm.yaml --quiet --threads 1 --out lm_two && pass || fail "2-rank language-model run"
+  for col in train_loss eval_loss grad_norm; do same_column lm_one/metrics.csv lm_two/metrics.csv $col 1e-5 && pass || fail "language model: $col"; done
+  echo "decoder on text: 1 rank and 2 ranks follow the same trajectory"
   ;;
 resume)
   mpi 2 "$qkv" train tiny.yaml --quiet --threads 1 --out full && pass || fail "uninterrupted run"

@@ -10,6 +10,7 @@
 #include "qkv/ops/matmul.hpp"
 #include "qkv/ops/reduce.hpp"
 #include "qkv/ops/shape.hpp"
+#include "qkv/tensor/allocator.hpp"
 
 namespace qkv {
 using namespace nn;
@@ -193,6 +194,46 @@ TEST_CASE("model hooks by path: blocks.<i>.attn.hook_pattern of an encoder, all 
   HookScope<float> scope(m);
   CHECK_THROWS_WITH_AS(scope.add_matching({"*.hook_nothing"}, [](const std::string&) { return ForwardHook<float>(); }),
                        doctest::Contains("no hook point matches *.hook_nothing"), ValueError);
+}
+
+}  // namespace qkv
+
+namespace qkv {
+
+TEST_CASE("attention hooks: the fused layer holds no T x T weights unless hook_pattern is hooked") {
+  const std::size_t H = 2, T = 512, E = 32;
+  MultiHeadAttentionOptions o;
+  o.embed_dim = E;
+  o.num_heads = H;
+  o.impl = AttentionImpl::Fused;
+  Generator gen(3);
+  nn::MultiHeadAttention<float> m(o, gen);
+  Variable<float> x(test::random_array<float>({1, T, E}, 4), true);
+  nn::MultiHeadAttentionArgs<float> args;
+  args.is_causal = true;
+  const std::size_t weights_bytes = H * T * T * sizeof(float);  // the (1, H, T, T) pattern: 2 MiB
+  auto peak = [&] {
+    pool::reset_peak();
+    const std::uint64_t before = pool::stats().in_use_bytes;
+    {
+      Variable<float> y = m.forward(x, x, x, args).output;
+      y.backward(test::random_array<float>(y.shape(), 5));
+    }
+    return pool::stats().peak_in_use_bytes - before;
+  };
+  CHECK(peak() < weights_bytes / 2);  // no instrument on
+  {
+    // a hook on the per-head outputs (ablation) leaves the fused path as it is
+    nn::HookScope<float> scope(m);
+    scope.add("hook_z", [](const Variable<float>& z) { return z; });
+    CHECK(peak() < weights_bytes / 2);
+  }
+  {
+    // reading the pattern makes it: the composite path, T x T per head
+    nn::HookScope<float> scope(m);
+    scope.add("hook_pattern", [](const Variable<float>& w) { return w; });
+    CHECK(peak() > weights_bytes);
+  }
 }
 
 }  // namespace qkv
