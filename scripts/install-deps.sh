@@ -15,6 +15,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-matplotlib
   chromium fonts-wqy-microhei   # the attention viewer's browser test (tests/viewer/browser_test.py)
+  fortunes fortunes-zh          # the corpora of configs/fortunes.yaml and configs/zh.yaml (tests make their own)
 )
 if [[ "${1:-}" == "--python" ]]; then
   packages+=(python3-torch)
