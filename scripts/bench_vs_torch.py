@@ -19,7 +19,9 @@ clip_grad_norm_(1.0), AdamW(lr 1e-3, weight decay 0.01), zero_grad.
 
 PyTorch runs with its best settings here: torch.set_num_threads(n), OMP_WAIT_POLICY=passive (what
 qkv does by default; see kernels/parallel.hpp), OPENBLAS_NUM_THREADS=n and
-OPENBLAS_CORETYPE=SkylakeX for the OpenBLAS it calls (Debian's torch uses the system libblas).
+OPENBLAS_CORETYPE chosen from the CPU's features as qkv chooses its own (scripts/machine.py:
+SkylakeX with AVX-512, Haswell with AVX2 + FMA) for the OpenBLAS it calls (Debian's torch uses the
+system libblas); a value already in the environment wins. The table's header names the CPU.
 """
 import argparse
 import json
@@ -30,6 +32,9 @@ import statistics
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 
 # name: (vocab, seq, d_model, heads, layers, d_ff, batch); same table as bench/bench_train.cpp.
 WORKLOADS = {
@@ -144,6 +149,8 @@ def main():
         args.threads = args.threads_n
         return torch_worker(args)
 
+    cpu, flags = machine.cpu_info()
+    core = os.environ.get("OPENBLAS_CORETYPE") or machine.openblas_coretype(flags)
     default_steps = {"small": 40, "medium": 8, "long": 8}
     rows, records = [], []
     for wl in args.workloads.split(","):
@@ -151,8 +158,9 @@ def main():
             steps = args.steps or default_steps[wl]
             q_env = dict(os.environ)
             t_env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n),
-                         OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"),
-                         OPENBLAS_CORETYPE=os.environ.get("OPENBLAS_CORETYPE", "SkylakeX"))
+                         OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
+            if core:
+                t_env["OPENBLAS_CORETYPE"] = core
             common = ["--workload", wl, "--steps", str(steps), "--warmup", str(args.warmup),
                       "--dropout", str(args.dropout), "--seed", str(args.seed)]
             q_runs, t_runs = [], []
@@ -182,6 +190,7 @@ def main():
                   f"{row['torch_rss_mib']:.0f} MiB (after import {row['torch_baseline_rss_mib']:.0f})",
                   file=sys.stderr, flush=True)
 
+    print(f"CPU: {cpu} ({machine.isa(flags)}); PyTorch's OpenBLAS core type: {core or 'OpenBLAS chooses'}\n")
     print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | qkv peak RSS MiB | "
           "PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
     print("|---|---|---|---|---|---|---|---|---|")
