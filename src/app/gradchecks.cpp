@@ -108,11 +108,9 @@ std::vector<GradcheckEntry> make_suite() {
   for (auto impl : {AttentionImpl::Fused, AttentionImpl::Composite}) {
     const std::string tag = impl == AttentionImpl::Fused ? "fused" : "composite";
     s.push_back(op("scaled_dot_product_attention " + tag + " (boolean and float masks, Tq != Tk)", [impl](auto& v) {
-      AttentionMask<double> mask;
       Mask allowed = Mask::from_shape({3, 5});
       for (std::size_t i = 0; i < allowed.size(); ++i) allowed.data()[i] = (i % 4) != 1;
-      mask.allowed = allowed;
-      mask.bias = random({1, 1, 3, 5}, 20);
+      const auto mask = AttentionMask<double>::attend_where(allowed).with_additive(random({1, 1, 3, 5}, 20));
       AttentionOptions o;
       o.impl = impl;
       return scaled_dot_product_attention(v[0], v[1], v[2], mask, o).output;

@@ -124,7 +124,10 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   Variable<T> v = (*hook_v)(split_heads(w_v->forward(value), H));
 
   AttentionMask<T> mask = args.attn_mask;
-  if (args.key_padding_mask) mask.allowed = allowed_keys(*args.key_padding_mask, args.attn_mask.allowed, B, Tk);
+  if (args.key_padding_mask) {  // one boolean mask: keys allowed by both
+    mask = AttentionMask<T>::attend_where(allowed_keys(*args.key_padding_mask, args.attn_mask.allowed(), B, Tk));
+    if (args.attn_mask.bias()) mask = mask.with_additive(*args.attn_mask.bias());
+  }
 
   AttentionOptions opt;
   opt.dropout_p = this->is_training() ? options_.dropout : 0.0;

@@ -40,15 +40,15 @@ kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causa
   kernels::AttentionMasks<T> m;
   m.causal = causal;
   m.causal_offset = causal_offset;
-  if (mask.allowed) {
-    m.allowed = mask.allowed->data();
+  if (mask.allowed()) {
+    m.allowed = mask.allowed()->data();
     m.allowed_strides =
-        mask_strides(Shape(mask.allowed->shape().begin(), mask.allowed->shape().end()), dims.scores(),
+        mask_strides(Shape(mask.allowed()->shape().begin(), mask.allowed()->shape().end()), dims.scores(),
                      std::string(kOp) + ": boolean mask");
   }
-  if (mask.bias) {
-    m.bias = mask.bias->data();
-    m.bias_strides = mask_strides(mask.bias->shape(), dims.scores(), std::string(kOp) + ": float mask");
+  if (mask.bias()) {
+    m.bias = mask.bias()->data();
+    m.bias_strides = mask_strides(mask.bias()->shape(), dims.scores(), std::string(kOp) + ": float mask");
   }
   return m;
 }
@@ -102,8 +102,8 @@ AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const V
                              const Dims& n, T scale) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   Variable<T> scores = mul_scalar(matmul(q, transpose(k, -2, -1)), scale);
-  if (mask.bias) scores = add(scores, Variable<T>(*mask.bias));
-  if (mask.allowed) scores = masked_fill(scores, Mask(!*mask.allowed), kNegInf);
+  if (mask.bias()) scores = add(scores, Variable<T>(*mask.bias()));
+  if (mask.allowed()) scores = masked_fill(scores, Mask(!*mask.allowed()), kNegInf);
   if (opt.is_causal) {
     Mask future = Mask::from_shape({n.Tq, n.Tk});
     for (std::size_t i = 0; i < n.Tq; ++i)
@@ -134,9 +134,16 @@ kernels::Strides4 mask_strides(const Shape& shape, const Shape& target, const st
       ok = false;
     stride *= shape[d];
   }
-  if (!ok)
+  if (!ok) {
+    // PyTorch also takes a 3-D (B * H, Tq, Tk) attn_mask; qkv wants its 4-D view.
+    const bool torch_3d = shape.size() == 3 && target.size() == 4 && shape[0] == target[0] * target[1] &&
+                          shape[1] == target[2] && shape[2] == target[3] && target[1] > 1;
     throw ShapeError(what + " of shape " + shape_str(shape) +
-                     " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target));
+                     " does not broadcast to the scores' shape (B, H, Tq, Tk) = " + shape_str(target) +
+                     (torch_3d ? "; a PyTorch-style (B * H, Tq, Tk) mask must be reshaped to (B, H, Tq, Tk) = " +
+                                     shape_str(target) + " first (batch-major, heads within a batch row)"
+                               : std::string()));
+  }
   return {strides[0], strides[1], strides[2], strides[3]};
 }
 

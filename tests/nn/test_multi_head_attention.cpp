@@ -232,12 +232,12 @@ TEST_CASE("MultiHeadAttention: key_padding_mask (true = ignore), causal, bool an
       check(a, [&](auto b, auto, auto i, auto j) { return j <= i && !kpm(b, j); });
     }
     SUBCASE("bool attn_mask and key padding") {
-      a.attn_mask.allowed = allowed;
+      a.attn_mask = AttentionMask<double>::attend_where(allowed);
       a.key_padding_mask = kpm;
       check(a, [&](auto b, auto, auto i, auto j) { return allowed(i, j) && !kpm(b, j); });
     }
     SUBCASE("float attn_mask") {
-      a.attn_mask.bias = bias_arr;
+      a.attn_mask = AttentionMask<double>::additive(bias_arr);
       check(a, kAll, [&](auto, auto h, auto i, auto j) { return bias_arr(0, h, i, j); });
     }
   }

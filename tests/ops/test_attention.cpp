@@ -41,9 +41,8 @@ Mask random_mask(const Shape& shape, std::uint64_t seed) {
 template <class T>
 AttentionMask<T> make_mask(const Case& c) {
   AttentionMask<T> m;
-  if (c.bool_mask) m.allowed = random_mask({c.B, 1, c.Tq, c.Tk}, 11);  // broadcast over heads
-  if (c.float_mask)
-    m.bias = test::random_array<T>({c.Tq, c.Tk}, 12);  // broadcast over batch, heads
+  if (c.bool_mask) m = AttentionMask<T>::attend_where(random_mask({c.B, 1, c.Tq, c.Tk}, 11));  // broadcast over heads
+  if (c.float_mask) m = m.with_additive(test::random_array<T>({c.Tq, c.Tk}, 12));  // broadcast over batch, heads
   return m;
 }
 
@@ -77,9 +76,9 @@ template <class T>
 Reference reference(const Inputs<T>& in, const AttentionMask<T>& mask, const Case& c,
                     std::uint64_t seed, std::uint64_t first) {
   const Shape scores{c.B, c.H, c.Tq, c.Tk};
-  xt::xarray<bool> allowed = mask.allowed ? xt::xarray<bool>(xt::broadcast(*mask.allowed, scores))
+  xt::xarray<bool> allowed = mask.allowed() ? xt::xarray<bool>(xt::broadcast(*mask.allowed(), scores))
                                           : xt::xarray<bool>(xt::ones<bool>(scores));
-  xt::xarray<double> bias = mask.bias ? xt::xarray<double>(xt::broadcast(*mask.bias, scores))
+  xt::xarray<double> bias = mask.bias() ? xt::xarray<double>(xt::broadcast(*mask.bias(), scores))
                                       : xt::xarray<double>(xt::zeros<double>(scores));
   Reference r{xt::zeros<double>({c.B, c.H, c.Tq, c.Dv}), xt::zeros<double>(scores)};
   const double scale = 1.0 / std::sqrt(double(c.D));
@@ -319,12 +318,11 @@ TEST_CASE(
     "scaled_dot_product_attention: a fully masked query row gives zero output and zero gradients") {
   Case c = sized(1, 2, 3, 4, 3, 2);
   Inputs<double> in = make_inputs<double>(c);
-  AttentionMask<double> mask;
-  mask.allowed = Mask(xt::ones<bool>({c.Tq, c.Tk}));
-  for (std::size_t j = 0; j < c.Tk; ++j) (*mask.allowed)(1, j) = false;  // row 1: nothing allowed
-  mask.bias = zeros<double>({c.Tq, c.Tk});
-  for (std::size_t j = 0; j < c.Tk; ++j)
-    (*mask.bias)(2, j) = -kInf;  // row 2: forbidden by the bias
+  Mask allowed = Mask(xt::ones<bool>({c.Tq, c.Tk}));
+  for (std::size_t j = 0; j < c.Tk; ++j) allowed(1, j) = false;  // row 1: nothing allowed
+  Array<double> bias = zeros<double>({c.Tq, c.Tk});
+  for (std::size_t j = 0; j < c.Tk; ++j) bias(2, j) = -kInf;  // row 2: forbidden by the bias
+  const auto mask = AttentionMask<double>::attend_where(allowed).with_additive(bias);
   for (AttentionImpl impl : kImpls) {
     Variable<double> q(in.q, true), k(in.k, true), v(in.v, true);
     AttentionOptions opt = make_options(c, impl, nullptr, true);
@@ -417,21 +415,29 @@ TEST_CASE("scaled_dot_product_attention: shape and option errors") {
   CHECK_THROWS_AS(scaled_dot_product_attention(q, var({1, 4, 6, 8}), var({1, 4, 6, 3})),
                   ShapeError);
 
-  AttentionMask<float> bad_bool;
-  bad_bool.allowed = Mask(xt::ones<bool>({5, 7}));
+  const auto bad_bool = AttentionMask<float>::attend_where(Mask(xt::ones<bool>({5, 7})));
   CHECK_THROWS_WITH_AS(
       scaled_dot_product_attention(q, k, v, bad_bool),
       doctest::Contains("boolean mask of shape (5, 7) does not broadcast to the scores' shape "
                         "(B, H, Tq, Tk) = (2, 4, 5, 6)"),
       ShapeError);
-  AttentionMask<float> bad_float;
-  bad_float.bias = zeros<float>({3, 1, 1});
+  const auto bad_float = AttentionMask<float>::additive(zeros<float>({3, 1, 1}));
   CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k, v, bad_float),
                        doctest::Contains("float mask of shape (3, 1, 1)"), ShapeError);
-  AttentionMask<float> ok;
-  ok.allowed = Mask(xt::ones<bool>({2, 1, 1, 6}));
-  ok.bias = zeros<float>({4, 5, 1});
+  const auto ok = AttentionMask<float>::attend_where(Mask(xt::ones<bool>({2, 1, 1, 6}))).with_additive(zeros<float>({4, 5, 1}));
   CHECK_NOTHROW(scaled_dot_product_attention(q, k, v, ok));
+  // PyTorch's 3-D (B * H, Tq, Tk) layout: named, with the 4-D shape to reshape it to
+  CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, k, v, AttentionMask<float>::attend_where(Mask(xt::ones<bool>({8, 5, 6})))),
+                       doctest::Contains("a PyTorch-style (B * H, Tq, Tk) mask must be reshaped to (B, H, Tq, Tk) = (2, 4, 5, 6)"),
+                       ShapeError);
+  // polarity: ignore_where(m) is attend_where(!m), PyTorch's boolean attn_mask
+  Mask causal_ignore = Mask::from_shape({5, 6});
+  for (std::size_t i = 0; i < 5; ++i)
+    for (std::size_t j = 0; j < 6; ++j) causal_ignore(i, j) = j > i;  // torch.triu(ones, 1).bool()
+  AttentionOptions causal;
+  causal.is_causal = true;
+  CHECK(max_abs_diff(scaled_dot_product_attention(q, k, v, AttentionMask<float>::ignore_where(causal_ignore)).output.value(),
+                           scaled_dot_product_attention(q, k, v, {}, causal).output.value()) < 1e-6);
 
   AttentionOptions opt;
   opt.dropout_p = 1.0;

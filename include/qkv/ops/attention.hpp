@@ -25,12 +25,41 @@
 
 namespace qkv {
 
-/// Masks, each broadcastable (NumPy rules, rank <= 4) to (B, H, Tq, Tk).
+/// What the scores are masked with; each part broadcastable (NumPy rules, rank <= 4) to
+/// (B, H, Tq, Tk). A boolean mask says which way it points where it is made, so that a mask of
+/// the other polarity cannot be passed by mistake (a plain Mask does not convert):
+///
+///   AttentionMask<T>::attend_where(m)   true = may attend (qkv's polarity)
+///   AttentionMask<T>::ignore_where(m)   true = may not attend: PyTorch's boolean attn_mask
+///                                        (torch.nn.MultiheadAttention, F.scaled_dot_product_attention
+///                                        takes the opposite: use attend_where there)
+///   AttentionMask<T>::additive(b)       added to the scores (PyTorch's float attn_mask; -inf forbids)
+///
+/// `.with_additive(b)` adds a float part to a boolean mask. PyTorch's 3-D (B * H, Tq, Tk) masks
+/// are reshaped to (B, H, Tq, Tk) first (the error for one says so).
 template <class T>
-struct AttentionMask {
-  std::optional<Mask> allowed;  ///< true = may attend
-  std::optional<Array<T>> bias; ///< added to the scores (use -inf to forbid)
-  bool empty() const { return !allowed && !bias; }
+class AttentionMask {
+ public:
+  AttentionMask() = default;  ///< no mask
+  static AttentionMask attend_where(Mask allowed) {
+    AttentionMask m;
+    m.allowed_ = std::move(allowed);
+    return m;
+  }
+  static AttentionMask ignore_where(const Mask& ignored) { return attend_where(Mask(!ignored)); }
+  static AttentionMask additive(Array<T> bias) { return AttentionMask().with_additive(std::move(bias)); }
+  AttentionMask with_additive(Array<T> bias) const {
+    AttentionMask m = *this;
+    m.bias_ = std::move(bias);
+    return m;
+  }
+  const std::optional<Mask>& allowed() const { return allowed_; }  ///< true = may attend
+  const std::optional<Array<T>>& bias() const { return bias_; }    ///< added to the scores
+  bool empty() const { return !allowed_ && !bias_; }
+
+ private:
+  std::optional<Mask> allowed_;
+  std::optional<Array<T>> bias_;
 };
 
 /// Which implementation runs. Both give the same results (1e-10 in float64, 1e-5 in float32).
