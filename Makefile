@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CONFIG ?= configs/sort.yaml
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build train test test-torch asan bench experiments experiments-quick fuzz clean
+.PHONY: all deps build train test test-torch asan package bench experiments experiments-quick fuzz clean
 
 all: build
 
@@ -37,6 +37,15 @@ asan: deps
 	@cd build-asan && { LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp ctest --output-on-failure -j $(JOBS) \
 	  --output-junit ctest-junit.xml; rc=$$?; /usr/bin/python3 $(CURDIR)/tests/suite_summary.py ctest-junit.xml || rc=1; exit $$rc; }
 
+# The CMake package and the Debian package (docs/packaging.md): a portable build for /usr in
+# build-pkg/, installed into a temporary prefix for examples/consumer, then the .deb built, and
+# (as root) installed, run and removed again.
+package: deps
+	@cmake -S . -B build-pkg -DCMAKE_BUILD_TYPE=Release -DQKV_NATIVE=OFF -DCMAKE_INSTALL_PREFIX=/usr \
+	  -DQKV_BUILD_TESTS=OFF -DQKV_BUILD_EXAMPLES=OFF >/dev/null
+	@cmake --build build-pkg -j $(JOBS) --target qkv qkv_cli
+	scripts/check_package.sh build-pkg
+
 # Google Benchmark micro-benchmarks and the training-step benchmark (build-bench/bench/).
 bench: deps
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_BENCH=ON -DQKV_BUILD_TESTS=OFF >/dev/null
@@ -54,4 +63,4 @@ fuzz: deps
 	scripts/fuzz.sh 60
 
 clean:
-	rm -rf $(BUILD) build-asan build-bench build-fuzz
+	rm -rf $(BUILD) build-asan build-bench build-fuzz build-pkg
