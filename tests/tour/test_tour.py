@@ -103,7 +103,7 @@ def main():
         work.mkdir(parents=True)
         for d in ("configs", "scripts"):
             (work / d).symlink_to(ROOT / d)
-        (work / "zh.txt").write_text("".join(f"我爱吃苹果。猫喜欢追逐老鼠。我爱你。{i % 7}\n" for i in range(400)),
+        (work / "zh.txt").write_text("".join(f"我爱吃苹果。狗喜欢追逐老鼠。今天我爱你。{i % 7}\n" for i in range(400)),
                                      encoding="utf-8")
         lists.append(run_tour(tour, str(Path(a.qkv).resolve()), work, failures))
     same = lists[0] == lists[1]
