@@ -3,7 +3,7 @@
 
     test_qkv_view.py --qkv BUILD/qkv --workdir DIR
 
-1. A tiny sort encoder trained with snapshots: `qkv view RUN/best.h5 --out page.html` must be
+1. A tiny sort encoder trained with snapshots (and an encoder-decoder, 1b): `qkv view RUN/best.h5 --out page.html` must be
    the compiled-in template (share/viewer/viewer.html) with its placeholder replaced by JSON
    that follows docs/viewer.md (format, version, Tq*Tk weight bytes per head, rows summing to
    255 up to rounding, the run's snapshots), and must pass tests/viewer/browser_test.py
@@ -100,6 +100,26 @@ def main():
     bare = work / "bare.html"
     run([qkv, "view", str(run_dir / "best.h5"), "--out", str(bare), "--no-snapshots"])
     check("--no-snapshots leaves them out", "snapshots" not in page_data(bare)[0])
+
+    # 1b. an encoder-decoder: encoder self-attention, decoder causal self-attention, cross-attention
+    s2s = work / "s2s"
+    run([qkv, "train", str(ROOT / "configs" / "seq2seq_reverse.yaml"), "--out", str(s2s), "--quiet", "--threads", "1",
+         "--set", "train.steps=10", "--set", "schedule.warmup_steps=2", "--set", "train.eval_every=10",
+         "--set", "train.snapshot_every=5", "--set", "task.eval_size=16"])
+    s2s_page = work / "s2s.html"
+    run([qkv, "view", str(s2s / "best.h5"), "--out", str(s2s_page)])
+    d, _ = page_data(s2s_page)
+    kinds = {l["name"]: l["kind"] for l in d["layers"]}
+    check("encoder-decoder layers: self, causal and cross",
+          kinds.get("encoder.blocks.0.attn") == "self" and kinds.get("decoder.blocks.0.self_attn") == "causal"
+          and kinds.get("decoder.blocks.0.cross_attn") == "cross", kinds)
+    cross = next(l for l in d["layers"] if l["kind"] == "cross")
+    enc = next(l for l in d["layers"] if l["kind"] == "self")
+    check("cross-attention: queries from the target (<bos> first), keys from the source",
+          cross["query_tokens"][0] == "<bos>" and cross["key_tokens"] == enc["query_tokens"])
+    check_layers(d)
+    res = run(browser + [str(s2s_page), "--expect-snapshots"], want=None)
+    check("the encoder-decoder page passes the browser test", res.returncode == 0, res.stdout.strip().splitlines()[-1:])
 
     # 2. Chinese text
     corpus = work / "zh.txt"
