@@ -10,6 +10,8 @@ hash64(seed, 0).
     import qkv_tasks
     task = qkv_tasks.make_task(cfg["task"])                  # the config's task section (a dict)
     batch = task.examples(qkv_tasks.eval_stream(seed), 0, n)  # dict of int64 arrays
+    batch = task.held_out(seed, n)                            # the same; task.train_examples(seed, first, n)
+                                                              # (scripts/text_corpus.py: the text task)
 
     /usr/bin/python3 scripts/qkv_tasks.py sort --vocab 8 --length 6 --seed 1 --count 2
 
@@ -96,6 +98,14 @@ class Task:
             i = gen.randint(P)
             x[2 * P + q], y[2 * P + q] = keys[i], values[i] - V
         return x, y
+
+    def held_out(self, seed, count):
+        """The held-out set qkv eval scores: the first `count` examples of the eval stream."""
+        return self.examples(eval_stream(seed), 0, count)
+
+    def train_examples(self, seed, first, count):
+        """Training examples first .. first+count-1, as qkv's Dataset draws them (train_size 0)."""
+        return self.examples(train_stream(seed), first, count)
 
     def examples(self, stream, first, count):
         """Examples first .. first+count-1 of `stream`, as qkv's Task::examples."""

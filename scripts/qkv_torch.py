@@ -11,7 +11,8 @@
         a torch.nn.MultiheadAttention (the module, or its state_dict) as one attention layer of an
         existing checkpoint
     scripts/qkv_torch.py check CKPT.h5 [--qkv build/qkv] [--count 8] [--tol 1e-5] [--float64]
-        the mirror against qkv itself: `qkv logits` (encoders) and `qkv eval` (every arch)
+        the mirror against qkv itself: `qkv logits` (encoders, decoders), `qkv eval` (every arch)
+        and `qkv generate --temperature 0` (decoders)
 
 Run with Debian's /usr/bin/python3 (torch 1.13, h5py, numpy, yaml). As a module (scripts/ on
 sys.path):
@@ -20,6 +21,8 @@ sys.path):
     model, info = qkv_torch.load("runs/sort/best.h5")      # eval mode, float32 (dtype=torch.float64)
     logits = model(tokens)                                  # encoder: (B, T) int64 -> (B, T, classes)
     logits = model(src, tgt_in)                             # encoder_decoder: -> (B, Tt, tgt_vocab)
+    logits = model(tokens)                                  # decoder: (B, T) -> next-token logits (B, T, V)
+    new_ids = model.generate(prompt_ids, 40)                # decoder: greedy, KV cache, qkv's window rule
     qkv_torch.save_checkpoint(model, info.config_text, "runs/sort/from_torch.h5")
     qkv_torch.mha_to_qkv(torch_mha.state_dict(), num_heads)  # {"w_q.weight": ..., "w_o.bias": ...}
 
@@ -72,34 +75,44 @@ def does_not_fit(message):
     return BridgeError(message, 2)
 
 
-def model_sizes(o, task, tensors):
+def model_sizes(o, task, tensors, section=None):
     """The vocabularies and max_len qkv's train::make_model uses: from the task (the config's),
-    else, for a task unknown here, from the tensors themselves."""
+    else, for a task unknown here (text, induction, ...), from the tensors themselves and the
+    config's task section. The decoder's max_len is its context, the task's input length."""
     if task is not None:
         want_s2s = o.arch == "encoder_decoder"
         if task.seq2seq != want_s2s:
             raise does_not_fit(f"model.arch '{o.arch}' does not fit task '{task.name}' "
-                               f"(qkv needs arch {'encoder_decoder' if task.seq2seq else 'encoder'} for it)")
+                               f"(qkv needs arch {'encoder_decoder' if task.seq2seq else 'encoder or decoder'} for it)")
+        if o.arch == "decoder":
+            return replace(o, max_len=task.input_length), Sizes(task.input_vocab, task.input_vocab)
         o = replace(o, max_len=max(o.max_len, task.input_length, task.target_length))
         if task.seq2seq:
             return o, Sizes(task.input_vocab, task.target_vocab, task.bos)
         return o, Sizes(task.input_vocab, task.num_classes)
     emb = "src_emb.weight" if o.arch == "encoder_decoder" else "tok_emb.weight"
-    if emb not in tensors or "head.weight" not in tensors:
-        raise does_not_fit(f"the task is unknown to scripts/qkv_tasks.py and the tensors lack {emb} / head.weight")
+    out = emb if o.arch == "decoder" else "head.weight"
+    if emb not in tensors or out not in tensors:
+        raise does_not_fit(f"the task is unknown to scripts/qkv_tasks.py and the tensors lack {emb} / {out}")
     pos = tensors.get("pos.weight", tensors.get("src_pos.weight"))
     if pos is not None:
         o = replace(o, max_len=pos.shape[0])
-    return o, Sizes(tensors[emb].shape[0], tensors["head.weight"].shape[0])
+    elif o.arch == "decoder":
+        section = dict(qkv_tasks.DEFAULTS, **(section or {}))
+        o = replace(o, max_len=3 if section["name"] == "mod_add" else int(section["length"]))
+    return o, Sizes(tensors[emb].shape[0], tensors[out].shape[0])
 
 
 @dataclass
 class Stored:
-    """What a checkpoint holds that the bridge uses: tensors in /model order, /metrics columns."""
+    """What a checkpoint holds that the bridge uses: tensors in /model order, /metrics columns,
+    and a text model's tokenizer (/data: "char" or "byte", its code points; None otherwise)."""
     config_text: str
     step: int
     tensors: OrderedDict
     metrics: dict
+    tokenizer: str = None
+    vocab: list = None
 
 
 @dataclass
@@ -149,7 +162,7 @@ def build(config, tensors=None):
             task = qkv_tasks.make_task(section)
         except (TypeError, ValueError) as e:
             raise does_not_fit(f"task: {e}")
-    o, sizes = model_sizes(o, task, tensors or {})
+    o, sizes = model_sizes(o, task, tensors or {}, section)
     return ARCHS[o.arch](o, sizes), o, sizes, task
 
 
@@ -207,8 +220,10 @@ def read_checkpoint(path):
             text = f["config"][()]
             tensors = OrderedDict((n, f["model"][n][()]) for n in links_in_order(f["model"]))
             metrics = {n: f["metrics"][n][()] for n in f.get("metrics", {})}
+            kind = f["data"].attrs.get("tokenizer") if "data" in f else None
+            vocab = [int(c) for c in f["data"]["vocab"][()]] if kind is not None and "vocab" in f["data"] else None
             return Stored(text.decode() if isinstance(text, bytes) else str(text), int(f.attrs.get("step", 0)),
-                          tensors, metrics)
+                          tensors, metrics, kind.decode() if isinstance(kind, bytes) else kind, vocab)
     except (OSError, KeyError, ValueError) as e:
         raise BridgeError(f"{path}: cannot read the HDF5 file after the header: {e}")
 
@@ -224,9 +239,13 @@ def load(ckpt_path, dtype=torch.float32):
 
 
 def to_state_dict(ckpt_path):
-    """What `export` saves: {"config": YAML text, "state_dict": {qkv name: float32 tensor}, "step"}."""
+    """What `export` saves: {"config": YAML text, "state_dict": {qkv name: float32 tensor}, "step"},
+    and for a text model "tokenizer": {"kind": "char" or "byte", "vocab": [code points]}."""
     model, info = load(ckpt_path)
-    return {"config": info.config_text, "state_dict": model.state_dict(), "step": info.stored.step}
+    d = {"config": info.config_text, "state_dict": model.state_dict(), "step": info.stored.step}
+    if info.stored.tokenizer:
+        d["tokenizer"] = {"kind": info.stored.tokenizer, "vocab": list(info.stored.vocab or [])}
+    return d
 
 
 def qkv_version():
@@ -252,10 +271,11 @@ def create_group(parent, name):
     return h5py.Group(h5py.h5g.create(parent.id, name.encode(), gcpl=gcpl))
 
 
-def write_checkpoint(path, config_text, tensors, step=0):
+def write_checkpoint(path, config_text, tensors, step=0, tokenizer=None):
     """A sealed format-2 checkpoint holding a model and no training state: /optimizer with step 0
-    and no buffers, empty /rng, /train and /metrics (qkv evaluates it; --resume refuses it).
-    Built in memory (HDF5's core driver, as qkv's save_checkpoint), then written atomically."""
+    and no buffers, empty /rng, /train and /metrics (qkv evaluates it; --resume refuses it), and
+    a text model's /data (tokenizer: {"kind", "vocab"}). Built in memory (HDF5's core driver, as
+    qkv's save_checkpoint), then written atomically."""
     fcpl = ordered_untimed(h5py.h5p.create(h5py.h5p.FILE_CREATE))
     fcpl.set_userblock(HEADER_BYTES)
     fapl = h5py.h5p.create(h5py.h5p.FILE_ACCESS)
@@ -272,6 +292,10 @@ def write_checkpoint(path, config_text, tensors, step=0):
         create_group(f, "optimizer").attrs.create("step", np.int64(0))
         for group in ("rng", "train", "metrics"):
             create_group(f, group)
+        if tokenizer:
+            data = create_group(f, "data")
+            data.attrs.create("tokenizer", fixed_string(tokenizer["kind"]))
+            data.create_dataset("vocab", data=np.asarray(tokenizer.get("vocab") or [], dtype="<u4"), track_times=False)
         f.flush()
         image = f.id.get_file_image()
     try:
@@ -290,9 +314,10 @@ def as_state_dict(model_or_state_dict):
     return sd
 
 
-def save_checkpoint(model_or_state_dict, config_yaml, path, step=0):
-    """A mirror (or its state dict) and the config it was built from, as a sealed qkv checkpoint.
-    The names and shapes must be those of the model the config describes (qkv checks them too)."""
+def save_checkpoint(model_or_state_dict, config_yaml, path, step=0, tokenizer=None):
+    """A mirror (or its state dict) and the config it was built from, as a sealed qkv checkpoint
+    (with a text model's tokenizer {"kind", "vocab"}, as export gives it). The names and shapes
+    must be those of the model the config describes (qkv checks them too)."""
     sd = as_state_dict(model_or_state_dict)
     bad = [n for n, t in sd.items() if not t.is_floating_point()]
     if bad:
@@ -300,7 +325,7 @@ def save_checkpoint(model_or_state_dict, config_yaml, path, step=0):
     mirror, *_ = build(config_yaml, sd)
     check_fits(mirror, sd, "the state dict")
     tensors = OrderedDict((n, sd[n].detach().cpu().to(torch.float32).numpy()) for n in mirror.state_dict())
-    write_checkpoint(path, config_yaml, tensors, step)
+    write_checkpoint(path, config_yaml, tensors, step, tokenizer)
 
 
 # ---- torch.nn.MultiheadAttention <-> qkv attention layers ----
@@ -437,7 +462,8 @@ def import_mha(mha_path, into, layer, out, heads=None, allow_seq_first=False):
         raise does_not_fit(f"{mha_path} does not fit {into} at {layer}:\n  " + "\n  ".join(problems))
     for suffix, value in new.items():
         tensors[f"{layer}.{suffix}"] = value.detach().cpu().to(torch.float32).numpy()
-    write_checkpoint(out, text, tensors, stored.step)
+    write_checkpoint(out, text, tensors, stored.step,
+                     {"kind": stored.tokenizer, "vocab": stored.vocab} if stored.tokenizer else None)
     return notes
 
 
@@ -460,12 +486,12 @@ def torch_load(path):
 
 
 def read_state_dict_file(path, config_path):
-    """(state dict, config text, step) of a .pt: export's dict, a plain state dict (config from
-    --config), or a pickled mirror module."""
+    """(state dict, config text, step, tokenizer) of a .pt: export's dict, a plain state dict
+    (config from --config), or a pickled mirror module."""
     obj = torch_load(path)
-    config, step = None, 0
+    config, step, tokenizer = None, 0, None
     if isinstance(obj, dict) and "state_dict" in obj:
-        config, step, obj = obj.get("config"), int(obj.get("step", 0)), obj["state_dict"]
+        config, step, tokenizer, obj = obj.get("config"), int(obj.get("step", 0)), obj.get("tokenizer"), obj["state_dict"]
     if config_path:
         try:
             with open(config_path) as f:
@@ -474,7 +500,9 @@ def read_state_dict_file(path, config_path):
             raise BridgeError(f"{config_path}: cannot read: {e.strerror}")
     if not isinstance(config, str):
         raise does_not_fit(f"{path}: no config: the file holds a bare state dict or module; pass --config CONFIG.yaml")
-    return as_state_dict(obj), config, step
+    if tokenizer is not None and not (isinstance(tokenizer, dict) and tokenizer.get("kind") in ("char", "byte")):
+        raise does_not_fit(f"{path}: 'tokenizer' must be {{'kind': 'char' or 'byte', 'vocab': [code points]}}")
+    return as_state_dict(obj), config, step, tokenizer
 
 
 # ---- comparing with qkv ----
@@ -507,13 +535,17 @@ def run_qkv(qkv, *args):
     return r.stdout
 
 
-def qkv_eval(qkv, ckpt):
-    """(loss, token accuracy %, sequence accuracy %) as `qkv eval` prints them."""
-    out = run_qkv(qkv, "eval", ckpt)
-    got = [re.search(rf"^\s*{k}\s+(\S+?)%?$", out, re.M) for k in ("loss", "token accuracy", "sequence accuracy")]
-    if not all(got):
+def qkv_eval(qkv, ckpt, *args):
+    """(loss, token accuracy %, sequence accuracy %) of the validation set, as `qkv eval` prints
+    them ("loss (nats/token)  <validation>  <test>", or one column), and the number of validation
+    examples it names."""
+    out = run_qkv(qkv, "eval", ckpt, *args)
+    got = [re.search(rf"^\s*{k}(?: \([^)]*\))?\s+([-+0-9.einf]+)%?(?:\s|$)", out, re.M)
+           for k in ("loss", "token accuracy", "sequence accuracy")]
+    count = re.search(r": \S+, (\d+) (?:validation|held-out) ", out)
+    if not all(got) or not count:
         raise BridgeError(f"cannot read the output of qkv eval {ckpt}:\n{out}")
-    return tuple(float(m.group(1)) for m in got)
+    return tuple(float(m.group(1)) for m in got) + (int(count.group(1)),)
 
 
 def read_logits_file(path):
@@ -533,28 +565,57 @@ def write_logits_file(path, tokens, logits):
         f.writelines(" ".join(f"{x:.17g}" for x in row) + "\n" for row in logits.reshape(N * T, V))
 
 
-def check(ckpt, qkv, count=8, tol=1e-5, dtype=torch.float32):
+def held_out_set(info):
+    """The held-out examples `qkv eval` scores (its validation set): the first eval_size examples
+    of the eval stream (qkv_tasks), or a text model's validation windows (text_corpus, with the
+    checkpoint's vocabulary). BridgeError when the task has no Python twin or the corpus cannot
+    be read."""
+    section = info.config.get("task") or {}
+    n_eval = int(section.get("eval_size", qkv_tasks.DEFAULTS["eval_size"]))
+    if info.task is not None:
+        return info.task.held_out(int(info.config.get("seed", 1)), n_eval)
+    if section.get("name") != "text":
+        raise does_not_fit(f"{info.path}: task '{section.get('name')}' has no Python twin in scripts/qkv_tasks.py or "
+                           "scripts/text_corpus.py: the held-out set cannot be generated")
+    import text_corpus
+    if info.stored.tokenizer:
+        section = dict(section, tokenizer=info.stored.tokenizer)  # qkv uses the stored tokenizer
+    try:
+        return text_corpus.TextTask(section, vocab=info.stored.vocab).held_out(0, n_eval)
+    except (text_corpus.CorpusError, OSError) as e:
+        raise BridgeError(f"{info.path}: cannot read the text corpus: {e}")
+
+
+def qkv_generate(qkv, ckpt, prompt, max_tokens, *args):
+    """The ids `qkv generate --ids --temperature 0` appends to `prompt` (greedy)."""
+    out = run_qkv(qkv, "generate", ckpt, "--ids", "--prompt", " ".join(map(str, prompt)), "--temperature", "0",
+                  "--max-tokens", str(max_tokens), *args)
+    ids = [int(x) for x in out.split()]
+    if ids[:len(prompt)] != list(prompt):
+        raise BridgeError(f"cannot read the output of qkv generate {ckpt}:\n{out}")
+    return ids[len(prompt):]
+
+
+def check(ckpt, qkv, count=8, tol=1e-5, dtype=torch.float32, gen_tokens=40):
     """Mirror vs qkv on `ckpt`: a list of (what, difference, limit); raises BridgeError when qkv
     cannot be run or the task has no Python twin."""
     model, info = load(ckpt, dtype)
-    if info.task is None:
-        raise does_not_fit(f"{ckpt}: task '{info.config.get('task', {}).get('name')}' has no Python twin in "
-                           "scripts/qkv_tasks.py: the held-out set cannot be generated")
-    seed = int(info.config.get("seed", 1))
-    n_eval = int(info.config.get("task", {}).get("eval_size", qkv_tasks.DEFAULTS["eval_size"]))
-    held_out = info.task.examples(qkv_tasks.eval_stream(seed), 0, n_eval)
+    held_out = held_out_set(info)
+    n_eval = len(held_out["inputs"])
     results = []
-    if info.arch == "encoder":
+    if info.arch in ("encoder", "decoder"):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "logits.txt")
             run_qkv(qkv, "logits", ckpt, "--count", str(count), "--out", out)
             tokens, want = read_logits_file(out)
         same = np.array_equal(tokens, held_out["inputs"][: len(tokens)])
-        results.append(("held-out tokens (qkv_tasks vs qkv logits)", 0.0 if same else math.inf, 0.0))
+        twin = "qkv_tasks" if info.task is not None else "text_corpus"
+        results.append((f"held-out tokens ({twin} vs qkv logits)", 0.0 if same else math.inf, 0.0))
         with torch.no_grad():
             got = model(torch.from_numpy(tokens)).double().numpy()
         results.append((f"logits of {len(tokens)} held-out examples, max |diff|", float(np.abs(got - want).max()), tol))
-    loss, tok, seq = qkv_eval(qkv, ckpt)
+    loss, tok, seq, q_count = qkv_eval(qkv, ckpt)
+    results.append((f"held-out examples (qkv {q_count}, mirror {n_eval})", abs(q_count - n_eval), 0))
     m_loss, m_tok, m_seq = evaluate(model, held_out)
     results.append((f"held-out loss ({n_eval} examples; qkv {loss:.6f}, mirror {m_loss:.6f})",
                     abs(loss - m_loss), tol + 5e-7))  # qkv prints 6 decimals
@@ -564,6 +625,15 @@ def check(ckpt, qkv, count=8, tol=1e-5, dtype=torch.float32):
                         abs(float(metrics["eval_loss"][-1]) - m_loss), tol))
     for what, q, m in (("token accuracy", tok, m_tok), ("sequence accuracy", seq, m_seq)):
         results.append((f"{what} (qkv {q:.2f}%, mirror {100 * m:.2f}%)", abs(q - float(f"{100 * m:.2f}")), 0.0))
+    if info.arch == "decoder" and gen_tokens:
+        prompt = [int(t) for t in held_out["inputs"][0][: max(1, model.max_len // 2)]]
+        want = qkv_generate(qkv, ckpt, prompt, gen_tokens)
+        for use_cache in (True, False):
+            got = model.generate(prompt, gen_tokens, cache=use_cache)
+            differ = sum(a != b for a, b in zip(got, want)) + abs(len(got) - len(want))
+            results.append((f"greedy generation, {len(prompt)}-token prompt + {gen_tokens} (context {model.max_len}), "
+                            f"mirror {'with its KV cache' if use_cache else 'without a cache'} vs qkv generate: "
+                            "tokens that differ", differ, 0))
     return results
 
 
@@ -581,8 +651,8 @@ def cmd_export(a):
 
 
 def cmd_import(a):
-    sd, config, step = read_state_dict_file(a.state_dict, a.config)
-    save_checkpoint(sd, config, a.out, step)
+    sd, config, step, tokenizer = read_state_dict_file(a.state_dict, a.config)
+    save_checkpoint(sd, config, a.out, step, tokenizer)
     print(f"{a.state_dict} -> {a.out}: {len(sd)} tensors, sealed qkv checkpoint (format_version {FORMAT_VERSION})")
 
 
@@ -593,7 +663,7 @@ def cmd_import_mha(a):
 
 
 def cmd_check(a):
-    results = check(a.checkpoint, a.qkv, a.count, a.tol, torch.float64 if a.float64 else torch.float32)
+    results = check(a.checkpoint, a.qkv, a.count, a.tol, torch.float64 if a.float64 else torch.float32, a.generate)
     ok = True
     for what, diff, limit in results:
         ok = ok and diff <= limit
@@ -623,12 +693,13 @@ def main(argv=None):
     p.add_argument("--heads", type=int, help="num_heads of a bare state dict (checked against the config)")
     p.add_argument("--allow-seq-first", action="store_true", help="accept a module with batch_first=False")
     p.set_defaults(run=cmd_import_mha)
-    p = sub.add_parser("check", help="the mirror against qkv logits / qkv eval")
+    p = sub.add_parser("check", help="the mirror against qkv logits / qkv eval / qkv generate")
     p.add_argument("checkpoint", help="a qkv checkpoint (.h5)")
     p.add_argument("--qkv", help="the qkv binary (default: $QKV, else build/qkv)", default=os.environ.get("QKV", os.path.join(REPO, "build", "qkv")))
     p.add_argument("--count", type=int, default=8, help="held-out examples for the logits comparison")
     p.add_argument("--tol", type=float, default=1e-5)
     p.add_argument("--float64", action="store_true", help="run the mirror in float64")
+    p.add_argument("--generate", type=int, default=40, help="decoders: greedy tokens to compare with qkv generate (0: none)")
     p.set_defaults(run=cmd_check)
     a = ap.parse_args(argv)
     try:

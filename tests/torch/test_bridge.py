@@ -14,8 +14,18 @@ checks, printing one line per check:
               the same lines; the mirror's names are the checkpoint's, in order
   (c) seq2seq the mirror's held-out loss = `qkv eval`'s (printed) and /metrics/eval_loss (not
               rounded) to 1e-5, with the same token and sequence accuracy (greedy decoding)
+  (f) decoder the decoder-only mirror (sinusoidal, learned and rotary positions, tied embeddings,
+              attn_only, post-LN, head_dim, scale; synthetic tasks and a text corpus, char and
+              byte): `qkv_torch check` (logits, held-out loss and accuracies, greedy generation
+              with and without the KV cache = `qkv generate --temperature 0`, with window jumps),
+              text prompts, the KV cache against the whole sequence, rope against a complex-number
+              rotation, text_corpus against qkv (files, cleaning, vocabulary, split, windows)
+  (g) decoder PyTorch -> qkv: the mirror trained a few AdamW steps in PyTorch, saved by
+              save_checkpoint or `qkv_torch.py import` (text: with its tokenizer): qkv eval, qkv
+              logits and qkv generate of the result = the PyTorch model; a fresh mirror from a config
   torch.nn    the float64 mirror = torch.nn.TransformerEncoderLayer / TransformerDecoderLayer
-              with the same weights (qkv_to_mha), to 1e-10
+              with the same weights (qkv_to_mha), to 1e-10 (the decoder-only model: encoder layers
+              with a causal mask)
   (d) mha     import-mha of packed, separate, bias-free and seq-first torch.nn.MultiheadAttention
               modules and state dicts: `qkv logits` / `qkv eval` of the result = the mirror running
               the torch module itself; mha_to_qkv with kdim, vdim != E against torch; refusals
@@ -27,6 +37,7 @@ import argparse
 import contextlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,6 +111,9 @@ class Env:
             raise RuntimeError(f"qkv logits {ckpt}: {r.stderr}")
         return qkv_torch.read_logits_file(out)
 
+    def eval_loss(self, ckpt):
+        return qkv_torch.qkv_eval(self.qkv, ckpt)[0]
+
     def eval_lines(self, ckpt):
         r = self.run_qkv("eval", ckpt)
         return r.returncode, [line.replace(ckpt, "CKPT") for line in r.stdout.splitlines()]
@@ -148,14 +162,14 @@ def test_encoder_logits(env, ckpts):
         for dtype in (torch.float32, torch.float64):
             model, info = qkv_torch.load(ckpts[name], dtype)
             check.close(f"(a) {name}: {str(dtype)[6:]} mirror logits vs qkv logits", mirror_logits(model, tokens), want, 1e-5)
-        loss = float(env.run_qkv("eval", ckpts[name]).stdout.split("loss")[1].split()[0])
+        loss = env.eval_loss(ckpts[name])
         held = info.task.examples(qkv_tasks.eval_stream(1), 0, int(info.config["task"]["eval_size"]))
         m_loss, _, _ = qkv_torch.evaluate(qkv_torch.load(ckpts[name])[0], held)
         check.close(f"(a) {name}: held-out loss, mirror vs qkv eval", m_loss, loss, 1e-5 + 5e-7)
 
 
 def test_round_trip(env, ckpts):
-    for name in ("sort", "post_ln", "head_dim", "s2s", "s2s_post_ln"):
+    for name in ("sort", "post_ln", "head_dim", "s2s", "s2s_post_ln", "dec", "dec_rope", "dec_attn_only", "text"):
         pt, back = env.path(f"{name}.pt"), env.path(f"{name}.back.h5")
         code, _, err = cli("export", ckpts[name], pt)
         check(code == 0, f"(b) {name}: export exits 0", err.strip())
@@ -169,7 +183,7 @@ def test_round_trip(env, ckpts):
         saved = torch.load(pt)
         check(list(saved["state_dict"]) == [n for n, _, _ in a], f"(b) {name}: the exported state dict has qkv's names in order")
         (ca, la), (cb, lb) = env.eval_lines(ckpts[name]), env.eval_lines(back)
-        check(ca == cb == 0 and la == lb and len(la) == 4, f"(b) {name}: qkv eval of the round trip prints the same",
+        check(ca == cb == 0 and la == lb and len(la) >= 5, f"(b) {name}: qkv eval of the round trip prints the same",
               f"{la} vs {lb}")
         leftovers = [f for f in os.listdir(env.tmp) if ".tmp-" in f]
         check(not leftovers, f"(b) {name}: no temporary file left", str(leftovers))
@@ -233,6 +247,133 @@ def test_torch_layers(env, ckpts):
             want = model.head(norm(h) if norm is not None else h)
             check.close(f"torch.nn: {name}: float64 mirror decoder vs nn.TransformerDecoderLayer",
                         model(src, tgt), want, 1e-10)
+    model, info = qkv_torch.load(ckpts["dec"], torch.float64)
+    got, want = torch_decoder_only(model, info.options, info.task.examples(qkv_tasks.eval_stream(1), 0, 8)["inputs"])
+    check.close("torch.nn: dec: float64 decoder-only mirror vs nn.TransformerEncoderLayer with a causal mask", got, want, 1e-10)
+
+
+DECODERS = ("dec", "dec_rope", "dec_attn_only", "dec_recall", "text", "text_byte")
+
+
+def test_decoder(env, ckpts):
+    """(f) the decoder-only mirror against qkv: logits, held-out loss, greedy generation."""
+    for name in DECODERS:
+        for dtype in (torch.float32, torch.float64):
+            for what, diff, limit in qkv_torch.check(ckpts[name], env.qkv, dtype=dtype):
+                check(diff <= limit, f"(f) {name} {str(dtype)[6:]}: {what}", f"{diff:.3g} (limit {limit:g})")
+        model, info = qkv_torch.load(ckpts[name], torch.float64)
+        tokens = torch.from_numpy(qkv_torch.held_out_set(info)["inputs"][:2])
+        with torch.no_grad():
+            whole, cache = model(tokens), model.make_cache()
+            pieces = [model(tokens[:, a:b], cache) for a, b in ((0, 3), (3, 4), (4, tokens.shape[1]))]
+        check.close(f"(f) {name}: the mirror's KV cache (3, 1, then the rest) = the whole sequence, float64",
+                    torch.cat(pieces, dim=1), whole, 1e-12)
+    code, out, err = cli("check", ckpts["dec_rope"], "--qkv", env.qkv)
+    check(code == 0 and "greedy generation" in out and "matches" in out, "(f) qkv_torch.py check on a decoder exits 0",
+          err.strip())
+
+    # Rotary embeddings against the rotation written with complex numbers: pair (x[d], x[d + D/2])
+    # is z = x[d] + i x[d + D/2], turned by p theta_d.
+    torch.manual_seed(3)
+    x, offset = torch.randn(2, 3, 5, 8, dtype=torch.float64), 7
+    theta = 10000.0 ** (-torch.arange(4, dtype=torch.float64) * 2 / 8)
+    z = torch.complex(x[..., :4], x[..., 4:]) * torch.polar(torch.ones(5, 4, dtype=torch.float64),
+                                                            torch.arange(offset, offset + 5, dtype=torch.float64)[:, None] * theta)
+    check.close("(f) rope = the complex rotation, float64", qkv_mirror.rope(x, offset), torch.cat([z.real, z.imag], -1), 1e-13)
+
+    # Text: the corpus as qkv reads it, and prompts given as text.
+    import text_corpus
+    for name in ("text", "text_byte"):
+        model, info = qkv_torch.load(ckpts[name])
+        task = text_corpus.TextTask(info.config["task"])  # the vocabulary from the corpus, not the checkpoint
+        d = task.data
+        check(d.vocab == (info.stored.vocab or None) and info.stored.tokenizer == info.config["task"]["tokenizer"],
+              f"(f) {name}: text_corpus' vocabulary (from the training split) = the checkpoint's /data/vocab",
+              f"{d.vocab_size} tokens")
+        r = env.run_qkv("eval", ckpts[name], "--set", "task.eval_size=100000")
+        counts = re.search(r"(\d+) validation and (\d+) test examples", r.stdout)
+        want = (task.split_size(d.val), task.split_size(d.test))
+        check(counts is not None and tuple(map(int, counts.groups())) == want,
+              f"(f) {name}: validation and test windows, text_corpus = qkv eval", f"{want} vs {r.stdout.splitlines()[:1]}")
+        prompt = "the "
+        r = env.run_qkv("generate", ckpts[name], "--prompt", prompt, "--temperature", "0", "--max-tokens", "30")
+        got = prompt + d.decode(model.generate(d.encode(prompt), 30)) + "\n"
+        check(r.returncode == 0 and r.stdout == got, f"(f) {name}: a text prompt, qkv generate = the mirror decoded",
+              f"{r.stdout!r} vs {got!r}")
+    files = [os.path.relpath(f, env.path("corpus")) for f in text_corpus.corpus_files(env.path("corpus"))]
+    check(files == ["a.txt", "c.txt", "empty.txt", "sub/b.txt"], "(f) text_corpus: the files of a directory", str(files))
+
+
+def train_in_torch(model, batch, steps=3, lr=1e-2):
+    """A few AdamW steps of the mirror in PyTorch on `batch` (next-token cross-entropy over the
+    scored targets), so that its weights are PyTorch's, not the checkpoint's."""
+    x, y = torch.from_numpy(batch["inputs"]), torch.from_numpy(batch["targets"])
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    for _ in range(steps):
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1),
+                                                 ignore_index=qkv_tasks.IGNORE)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model.eval()
+
+
+def test_decoder_from_torch(env, ckpts):
+    """(g) PyTorch -> qkv for the decoder-only model: a mirror trained a few steps in PyTorch (tied
+    embeddings, rope, attn_only, text with its tokenizer), written by save_checkpoint or by
+    `qkv_torch.py import` of a .pt, then qkv logits, qkv eval and qkv generate of that checkpoint
+    = the PyTorch model itself; and a fresh mirror built from a config alone."""
+    for name in ("dec", "dec_rope", "dec_attn_only", "text", "text_byte"):
+        model, info = qkv_torch.load(ckpts[name])
+        held = qkv_torch.held_out_set(info)
+        before = qkv_torch.evaluate(model, held)[0]
+        train_in_torch(model, held)
+        m_loss = qkv_torch.evaluate(model, held)[0]
+        check(abs(m_loss - before) > 1e-3, f"(g) {name}: PyTorch training changed the held-out loss",
+              f"{before:.6f} -> {m_loss:.6f}")
+        out = env.path(f"{name}.torch.h5")
+        tokenizer = {"kind": info.stored.tokenizer, "vocab": list(info.stored.vocab or [])} if info.stored.tokenizer else None
+        if tokenizer:  # through the command line, a .pt as export writes it
+            pt = env.path(f"{name}.torch.pt")
+            torch.save({"config": info.config_text, "state_dict": model.state_dict(), "step": 3, "tokenizer": tokenizer}, pt)
+            code, _, err = cli("import", pt, out)
+            check(code == 0, f"(g) {name}: qkv_torch.py import of the PyTorch-trained state exits 0", err.strip())
+        else:
+            qkv_torch.save_checkpoint(model, info.config_text, out, step=3)
+        q_loss, q_tok, _, q_count = qkv_torch.qkv_eval(env.qkv, out)
+        check(q_count == len(held["inputs"]), f"(g) {name}: qkv eval scores the mirror's held-out set",
+              f"{q_count} vs {len(held['inputs'])}")
+        check.close(f"(g) {name}: qkv eval of the PyTorch-trained checkpoint = the PyTorch model's held-out loss",
+                    q_loss, m_loss, 1e-5 + 5e-7)
+        tokens, want = env.logits(out, 4)
+        check(np.array_equal(tokens, held["inputs"][:len(tokens)]), f"(g) {name}: qkv logits scores the held-out windows")
+        check.close(f"(g) {name}: qkv logits of the PyTorch-trained checkpoint = the PyTorch model's", want,
+                    mirror_logits(model, tokens), 1e-5)
+        prompt = [int(t) for t in held["inputs"][0][: max(1, model.max_len // 2)]]
+        got, mine = qkv_torch.qkv_generate(env.qkv, out, prompt, 20), model.generate(prompt, 20)
+        check(got == mine, f"(g) {name}: qkv generate of the PyTorch-trained checkpoint = the PyTorch model's greedy tokens",
+              f"{got} vs {mine}")
+    info = qkv_torch.load(ckpts["dec_rope"])[1]
+    torch.manual_seed(5)
+    model, *_ = qkv_torch.build(info.config_text)
+    model.eval()
+    out = env.path("dec_rope.fresh.h5")
+    qkv_torch.save_checkpoint(model, info.config_text, out)
+    check.close("(g) dec_rope: a fresh mirror from the config alone: qkv eval = the mirror's held-out loss",
+                env.eval_loss(out), qkv_torch.evaluate(model, qkv_torch.held_out_set(info))[0], 1e-5 + 5e-7)
+
+
+def torch_decoder_only(model, o, tokens):
+    """The decoder-only model computed with nn.TransformerEncoderLayer and a causal mask."""
+    x = torch.from_numpy(tokens)
+    causal = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).triu(1)  # PyTorch polarity
+    with torch.no_grad():
+        h = model.pos(model.tok_emb(x))
+        for block in model.blocks:
+            h = torch_encoder_layer(block, o)(h, src_mask=causal)
+        return model(x), model.head(model.norm(h) if model.norm is not None else h)
 
 
 def new_mha(seed, E=16, H=2, **kw):
@@ -317,7 +458,7 @@ def test_import_mha(env, ckpts):
     model, info = qkv_torch.load(s2s)
     qkv_torch.use_torch_mha(model, layer, cross)
     held = info.task.examples(qkv_tasks.eval_stream(1), 0, int(info.config["task"]["eval_size"]))
-    loss = float(env.run_qkv("eval", new).stdout.split("loss")[1].split()[0])
+    loss = env.eval_loss(new)
     check.close("(d) cross-attention import: qkv eval loss vs the mirror running the torch module",
                 qkv_torch.evaluate(model, held)[0], loss, 1e-5 + 5e-7)
 
@@ -406,8 +547,8 @@ def test_errors(env, ckpts):
         ("a flipped bit", write("flipped.h5", bytes(flipped)), 1, "checksum mismatch"),
         ("a truncated file", write("truncated.h5", good[:-1000]), 1, "truncated"),
         ("a missing file", env.path("missing.h5"), 1, "cannot read"),
-        ("an unknown arch", edited_copy(env, ckpt, "arch.h5", set_config(cfg_text.replace('"encoder"', '"decoder"'))),
-         2, "model.arch 'decoder'"),
+        ("an unknown arch", edited_copy(env, ckpt, "arch.h5", set_config(cfg_text.replace('"encoder"', '"mamba"'))),
+         2, "model.arch 'mamba'"),
         ("an unknown model key", edited_copy(env, ckpt, "key.h5", set_config(cfg_text.replace("layers:", "wings: 2\n  layers:"))),
          2, "model.wings"),
         ("a tensor of another shape", edited_copy(env, ckpt, "shape.h5", replace_head_bias), 2,
@@ -490,7 +631,34 @@ def test_fixture(env):
     check(env.eval_lines(ckpt)[0] == 0, "fixture: qkv eval reads model.h5")
 
 
+def make_corpus(root):
+    """A small corpus with what qkv's reader skips and cleans: a hidden file, a .dat index, a
+    symbolic link, a binary file, an empty file, fortune '%' lines (also with CRLF), ANSI escapes,
+    a file without a final newline, a subdirectory, non-ASCII characters."""
+    import random
+    rng = random.Random(0)
+    words = "the a of cat sat on mat and dog ran to it is was café 我 猫 naïve über x y z".split()
+    os.makedirs(os.path.join(root, "sub"))
+
+    def text(n):
+        return "\n".join(" ".join(rng.choice(words) for _ in range(rng.randint(3, 9))) for _ in range(n))
+    files = {"a.txt": text(60) + "\n%\n" + text(40) + "\n% \t\n" + text(30) + "\n",
+             "sub/b.txt": "\x1b[32m" + text(50) + "\x1b[m\n\x1b(B" + text(40),
+             "c.txt": text(50).replace("\n", "\r\n") + "\r\n%\r\n100% " + text(30) + "\n",
+             ".hidden": "hidden " * 50, "index.dat": "index " * 50, "empty.txt": ""}
+    for name, body in files.items():
+        with open(os.path.join(root, name), "w", encoding="utf-8") as f:
+            f.write(body)
+    with open(os.path.join(root, "binary"), "wb") as f:
+        f.write(b"bin\0ary")
+    os.symlink("a.txt", os.path.join(root, "link.txt"))
+    return root
+
+
 def train_all(env):
+    corpus = make_corpus(env.path("corpus"))
+    text = dict(task__name="text", task__path=corpus, task__length=16, task__eval_size=64, task__val_fraction=0.1,
+                task__test_fraction=0.1, model__arch="decoder", model__positional="learned")
     return {
         "sort": env.train("sort", "sort.yaml"),
         "post_ln": env.train("post_ln", "reverse.yaml", model__norm_first="false", model__positional="learned",
@@ -502,6 +670,17 @@ def train_all(env):
         "s2s": env.train("s2s", "seq2seq_reverse.yaml"),
         "s2s_post_ln": env.train("s2s_post_ln", "seq2seq_reverse.yaml", task__name="seq2seq_sort", model__layers=2,
                                  model__norm_first="false", model__positional="learned"),
+        "dec": env.train("dec", "sort.yaml", model__arch="decoder"),
+        "dec_rope": env.train("dec_rope", "sort.yaml", model__arch="decoder", model__positional="rope",
+                              model__tie_embeddings="true", model__norm_first="false", model__layers=2),
+        "dec_attn_only": env.train("dec_attn_only", "sort.yaml", model__arch="decoder", model__attn_only="true",
+                                   model__head_dim=4, model__scale=0.3, model__positional="learned"),
+        "dec_recall": env.train("dec_recall", "recall.yaml", model__arch="decoder", model__positional="rope",
+                                model__activation="relu", task__vocab=6, task__pairs=3, task__queries=2),
+        "text": env.train("text", "sort.yaml", **text),
+        "text_byte": env.train("text_byte", "sort.yaml", **dict(text, task__tokenizer="byte", model__positional="rope",
+                                                               model__tie_embeddings="true",
+                                                               task__path=os.path.join(corpus, "{a.txt,sub,c.txt}"))),
     }
 
 
@@ -519,7 +698,7 @@ def main():
         env = Env(os.path.abspath(a.qkv), tmp)
         ckpts = train_all(env)
         for test in (test_generator, test_encoder_logits, test_round_trip, test_seq2seq, test_torch_layers,
-                     test_import_mha, test_errors):
+                     test_decoder, test_decoder_from_torch, test_import_mha, test_errors):
             test(env, ckpts)
         test_fixture(env)
     except Exception:
