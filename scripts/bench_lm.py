@@ -48,44 +48,10 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
+from machine import cpu_info, isa, openblas_coretype  # noqa: E402  (the CPU and its OpenBLAS kernel)
 
 
 # ---- the machine ----
-
-def cpu_info():
-    """(model name, set of flags) of the first CPU in /proc/cpuinfo."""
-    name, flags = "unknown CPU", set()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                key = key.strip()
-                if key == "model name" and name == "unknown CPU":
-                    name = value.strip()
-                elif key == "flags" and not flags:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    return name, flags
-
-
-def isa(flags):
-    if {"avx512f", "avx512bw", "avx512vl"} <= flags:
-        return "avx512f"
-    if {"avx2", "fma"} <= flags:
-        return "avx2+fma"
-    return "no avx2"
-
-
-def openblas_coretype(flags):
-    """The OpenBLAS kernel for these CPU features: SkylakeX with avx512f, avx512bw and avx512vl,
-    Haswell with avx2 and fma, else None (leave OpenBLAS to choose)."""
-    if {"avx512f", "avx512bw", "avx512vl"} <= flags:
-        return "SkylakeX"
-    if {"avx2", "fma"} <= flags:
-        return "Haswell"
-    return None
-
 
 def twin_env(threads):
     """The environment of a twin process (set before torch, and so OpenBLAS, loads)."""
