@@ -115,41 +115,70 @@ void gemm_serial(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
   call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
+namespace {
+
+// Where gemm cuts C (see gemm below): blocks of `block` rows (columns when !by_rows).
+struct GemmPlan {
+  bool by_rows;
+  std::size_t extent, block, count;
+};
+
+GemmPlan plan_gemm(std::size_t M, std::size_t N, std::size_t K) {
+  constexpr std::size_t kAlign = 64;     // block borders: multiples of 64 rows or columns
+  constexpr std::size_t kMaxBlocks = 8;  // enough for 8 threads
+  // Every block does at least this many multiply-adds, so a call's fixed cost (packing the shared
+  // operand, about 1/64 of the block's work at worst) stays small. It also keeps every block above
+  // OpenBLAS's "small matrix" line (M*N*K <= 100^3 on x86_64), whose kernels round differently.
+  constexpr double kMinBlockWork = 2e6;
+  const bool by_rows = M >= N;
+  const std::size_t extent = by_rows ? M : N;
+  const double work_per_line = double(by_rows ? N : M) * double(K);
+  for (std::size_t blocks = std::min(kMaxBlocks, extent / kAlign); blocks > 1; --blocks) {
+    const std::size_t block = ((extent + blocks - 1) / blocks + kAlign - 1) / kAlign * kAlign;
+    const std::size_t count = (extent + block - 1) / block;
+    if (double(extent - (count - 1) * block) * work_per_line >= kMinBlockWork)
+      return {by_rows, extent, block, count};
+  }
+  return {by_rows, extent, extent, 1};
+}
+
+}  // namespace
+
+std::size_t gemm_block_count(std::size_t M, std::size_t N, std::size_t K) {
+  return M == 0 || N == 0 || K == 0 ? 1 : plan_gemm(M, N, K).count;
+}
+
 template <class T>
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
           std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-  const int threads = num_threads();
-  // Split C into blocks whose borders are multiples of 64 rows (or columns): every element is then
-  // computed by the same micro-kernel with the same k order whatever the number of blocks, so the
-  // result is bitwise the same for any thread count.
-  constexpr std::size_t kAlign = 64;
-  // OpenBLAS (0.3.x on x86_64) sends products with M*N*K <= 100^3 to separate "small matrix"
-  // kernels that round differently from its blocked kernels. A block on one side of that line and
-  // the whole product on the other would make the bits depend on the thread count, so split only
-  // when every block stays above it (which also keeps tiny products on one thread).
-  constexpr double kSmallMatrixLimit = 1e6;
-  const bool by_rows = M >= N;
-  const std::size_t extent = by_rows ? M : N;
-  std::size_t block = (extent + threads - 1) / threads;
-  block = (block + kAlign - 1) / kAlign * kAlign;
-  const long blocks = long((extent + block - 1) / block);
-  const std::size_t smallest = std::min(block, extent - std::size_t(blocks - 1) * block);
-  const double smallest_product = double(smallest) * double(by_rows ? N : M) * double(K);
-  if (threads == 1 || in_parallel() || blocks < 2 || smallest_product <= kSmallMatrixLimit) {
+  // C is cut into blocks of rows (or of columns when M < N) that depend on the shape only, never
+  // on the thread count, and each block is one OpenBLAS call; threads share out whole blocks. One
+  // thread makes the same calls as eight, so the bits are the same for any thread count, whatever
+  // the BLAS kernel does inside a call. (A split into one block per thread, aligned to 64 rows,
+  // was not enough: with OpenBLAS's Haswell sgemm kernels a 2048-row product split at row 1024
+  // differed from the whole one from row 1020 on, in about 1 element of 7.)
+  const GemmPlan plan = plan_gemm(M, N, K);
+  if (plan.count <= 1) {
     call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (long i = 0; i < blocks; ++i) {
-    const std::size_t lo = std::size_t(i) * block, n = std::min(block, extent - lo);
-    if (by_rows) {
+  const long count = long(plan.count);
+  auto run = [&](long i) {
+    const std::size_t lo = std::size_t(i) * plan.block, n = std::min(plan.block, plan.extent - lo);
+    if (plan.by_rows) {
       const T* a = ta ? A + lo : A + lo * lda;
       call_gemm(ta, tb, n, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
     } else {
       const T* b = tb ? B + lo * ldb : B + lo;
       call_gemm(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
     }
+  };
+  if (num_threads() == 1 || in_parallel()) {
+    for (long i = 0; i < count; ++i) run(i);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < count; ++i) run(i);
 }
 
 std::string blas_info() {

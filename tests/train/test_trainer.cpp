@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "qkv/io/checkpoint.hpp"
+#include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
 #include "qkv/train/trainer.hpp"
 #include "train_fixtures.hpp"
@@ -100,6 +101,26 @@ TEST_CASE("trainer: results are identical with 1 and 2 threads") {
   io::Checkpoint ca = io::load_checkpoint(a + "/last.h5"), cb = io::load_checkpoint(b + "/last.h5");
   check_same_parameters(ca, cb);
   CHECK(same_nan_aware(deterministic_metrics(ca), deterministic_metrics(cb)));
+}
+
+TEST_CASE("trainer: the default-size sort model gives the same bits with 1, 2 and 3 threads") {
+  // configs/sort.yaml's model and batch (64 x 32 rows of width 64): products large enough that
+  // gemm cuts them into blocks, which the tiny configs never do; dropout and the whole backward on.
+  CHECK(kernels::gemm_block_count(64 * 32, 64, 64) > 1);
+  std::vector<io::Checkpoint> runs;
+  for (int threads : {1, 2, 3}) {
+    const std::string dir = test::temp_dir("thr_default_" + std::to_string(threads));
+    train_quiet(config::parse_config("{}", "default.yaml",
+                                     {"model.d_model=64", "model.heads=4", "model.layers=2", "model.d_ff=256", "task.vocab=16",
+                                      "task.length=32", "train.batch_size=64", "model.dropout=0.1", "train.steps=4", "train.eval_every=4", "task.eval_size=64",
+                                      "schedule.warmup_steps=2", "train.checkpoint_every=4",
+                                      "train.threads=" + std::to_string(threads), "run.out=" + dir}));
+    runs.push_back(io::load_checkpoint(dir + "/last.h5"));
+  }
+  set_num_threads(1);
+  check_same_parameters(runs[0], runs[1]);
+  check_same_parameters(runs[0], runs[2]);
+  CHECK(same_nan_aware(deterministic_metrics(runs[0]), deterministic_metrics(runs[1])));
 }
 
 TEST_CASE("trainer: N steps, save, resume N more equals 2N steps straight, bitwise") {
