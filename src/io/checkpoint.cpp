@@ -316,6 +316,7 @@ std::string attribute_text(hid_t object, const std::string& name, const std::str
     bool scalar = H5Sget_simple_extent_npoints(space) == 1;
     if (c == H5T_STRING && scalar) return "\"" + h5::read_string_attribute(object, name, path) + "\"";
     if (c == H5T_INTEGER && scalar) return std::to_string(h5::read_int_attribute(object, name, path));
+    if (h5::is_bool_enum(type) && scalar) return h5::read_int_attribute(object, name, path) ? "true" : "false";
     if (c == H5T_FLOAT && scalar) return fmt(h5::read_double_attribute(object, name, path));
     return "(" + std::to_string(H5Sget_simple_extent_npoints(space)) + " values, " + h5::type_text(type) + ")";
   } catch (const IoError& e) {
@@ -345,7 +346,9 @@ std::string dataset_summary(hid_t d, const std::string& path) {
     else h5::read_dataset(d, H5T_NATIVE_UINT64, uv.data(), path);
     line += "  [";
     for (std::size_t i = 0; i < n; ++i)
-      line += (i ? ", " : "") + (info.is_signed ? std::to_string(iv[i]) : std::to_string(uv[i]));
+      line += (i ? ", " : "") + (info.is_bool    ? std::string(uv[i] ? "true" : "false")
+                                 : info.is_signed ? std::to_string(iv[i])
+                                                  : std::to_string(uv[i]));
     return line + "]";
   }
   std::vector<double> v(n);
@@ -472,6 +475,36 @@ std::string inspect(const std::string& path, bool verify) {
     return out.str();
   } catch (const IoError& e) {
     throw IoError("inspect: " + path + ": " + e.what());
+  }
+}
+
+Mask load_mask(const std::string& path, const std::string& dataset) {
+  const std::string where = "/" + dataset;
+  try {
+    Handle file = open_for_reading(path, false);
+    const std::vector<std::string> parts = split_name(dataset, "load_mask");
+    Handle group(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
+    std::string at;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+      at += "/" + parts[i];
+      group = h5::open_group(group, parts[i], at);
+    }
+    Handle d = h5::open_dataset(group, parts.back(), where);
+    const h5::DatasetInfo info = h5::dataset_info(d, where);
+    if (info.type_class != H5T_INTEGER || info.shape.size() > 4)
+      throw IoError(where + ": expected a mask (booleans, or integers 0 and 1) of rank <= 4, found " + info.dtype + " " +
+                    shape_str(info.shape));
+    std::vector<std::int64_t> v(numel(info.shape));
+    if (!v.empty()) h5::read_dataset(d, H5T_NATIVE_INT64, v.data(), where);
+    Mask m = Mask::from_shape(info.shape);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (v[i] != 0 && v[i] != 1)
+        throw IoError(where + ": expected a mask (0 or 1), element " + std::to_string(i) + " is " + std::to_string(v[i]));
+      m.data()[i] = v[i] == 1;
+    }
+    return m;
+  } catch (const IoError& e) {
+    throw IoError("load_mask: " + path + ": " + e.what());
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 
 namespace qkv::io::h5 {
@@ -174,8 +175,29 @@ void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_ty
   check(H5Awrite(a, mem_type, v), "cannot write attribute '" + name + "'");
 }
 
-// A number is read only if it is one element of a plain integer (1-8 bytes) or, for doubles, also
-// a 4- or 8-byte float; HDF5's conversion to int64/double then has nothing unusual to handle.
+// A number is read only if it is one element of a plain integer (1-8 bytes), an h5py boolean
+// (read as 0 or 1) or, for doubles, also a 4- or 8-byte float; HDF5's conversion to int64/double
+// then has nothing unusual to handle.
+}  // namespace
+
+bool is_bool_enum(hid_t type) {
+  if (H5Tget_class(type) != H5T_ENUM || H5Tget_size(type) != 1 || H5Tget_nmembers(type) != 2) return false;
+  for (unsigned i = 0; i < 2; ++i) {
+    char* name = H5Tget_member_name(type, i);
+    std::int8_t value = -1;  // in the enum's own 1-byte base type
+    const bool ok = name != nullptr && H5Tget_member_value(type, i, &value) >= 0 && (value == 0 || value == 1) &&
+                    std::string(name) == (value == 1 ? "TRUE" : "FALSE");
+    if (name != nullptr) H5free_memory(name);
+    if (!ok) {
+      H5Eclear2(H5E_DEFAULT);
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
 template <class V>
 V read_number_attribute(hid_t object, const std::string& name, const std::string& path, hid_t mem_type,
                         H5T_class_t want, const char* expected) {
@@ -186,13 +208,22 @@ V read_number_attribute(hid_t object, const std::string& name, const std::string
   const std::size_t size = H5Tget_size(type);
   const bool integer = c == H5T_INTEGER && size >= 1 && size <= 8;
   const bool real = c == H5T_FLOAT && (size == 4 || size == 8);
+  const bool boolean = is_bool_enum(type);
   const hssize_t n = H5Sget_simple_extent_npoints(space);
-  if (!(integer || (real && want == H5T_FLOAT)))
+  if (!(integer || boolean || (real && want == H5T_FLOAT)))
     throw IoError("attribute '" + name + "' of " + path + ": expected " + expected + ", found " + type_text(type));
   if (n != 1)
     throw IoError("attribute '" + name + "' of " + path + ": expected " + expected + ", found " + std::to_string(n) +
                   " elements");
   V v{};
+  if (boolean) {
+    std::uint8_t byte = 0;
+    Handle native(H5Tget_native_type(type, H5T_DIR_ASCEND), H5Tclose, "H5Tget_native_type");
+    check(H5Aread(a, native, &byte), "cannot read attribute '" + name + "' of " + path);
+    if (byte > 1)
+      throw IoError("attribute '" + name + "' of " + path + ": a boolean holding " + std::to_string(byte));
+    return V(byte);
+  }
   check(H5Aread(a, mem_type, &v), "cannot read attribute '" + name + "' of " + path);
   return v;
 }
@@ -345,11 +376,15 @@ DatasetInfo dataset_info(hid_t dataset, const std::string& path) {
   info.type_class = H5Tget_class(type);
   info.type_size = H5Tget_size(type);
   std::string bits = std::to_string(info.type_size * 8);
+  if (is_bool_enum(type)) {  // h5py's numpy bool: read as the integers 0 and 1
+    info.type_class = H5T_INTEGER;
+    info.is_bool = true;
+  }
   switch (info.type_class) {
     case H5T_FLOAT: info.dtype = "float" + bits; break;
     case H5T_INTEGER:
-      info.is_signed = H5Tget_sign(type) == H5T_SGN_2;
-      info.dtype = (info.is_signed ? "int" : "uint") + bits;
+      info.is_signed = !info.is_bool && H5Tget_sign(type) == H5T_SGN_2;
+      info.dtype = info.is_bool ? "bool" : (info.is_signed ? "int" : "uint") + bits;
       break;
     case H5T_STRING: info.dtype = "string"; break;
     default: info.dtype = "other"; break;
@@ -385,7 +420,21 @@ DatasetInfo dataset_info(hid_t dataset, const std::string& path) {
 }
 
 void read_dataset(hid_t dataset, hid_t mem_type, void* out, const std::string& path) {
-  check(H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "cannot read " + path);
+  Handle type(H5Dget_type(dataset), H5Tclose, "cannot read the type of " + path);
+  if (!is_bool_enum(type)) {
+    check(H5Dread(dataset, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), "cannot read " + path);
+    return;
+  }
+  // HDF5 converts an enum only to another enum: read the bytes, check them, convert from uint8.
+  Handle space(H5Dget_space(dataset), H5Sclose, "cannot read the dataspace of " + path);
+  const std::size_t n = std::size_t(H5Sget_simple_extent_npoints(space));
+  std::vector<unsigned char> buf(n * std::max<std::size_t>(1, H5Tget_size(mem_type)));
+  Handle native(H5Tget_native_type(type, H5T_DIR_ASCEND), H5Tclose, "H5Tget_native_type");
+  check(H5Dread(dataset, native, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "cannot read " + path);
+  for (std::size_t i = 0; i < n; ++i)
+    if (buf[i] > 1) throw IoError(path + ": element " + std::to_string(i) + " of a boolean dataset holds " + std::to_string(buf[i]));
+  check(H5Tconvert(H5T_NATIVE_UINT8, mem_type, n, buf.data(), nullptr, H5P_DEFAULT), "cannot convert " + path);
+  std::memcpy(out, buf.data(), n * H5Tget_size(mem_type));
 }
 
 }  // namespace qkv::io::h5

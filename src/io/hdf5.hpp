@@ -110,13 +110,17 @@ struct DatasetInfo {
   H5T_class_t type_class = H5T_NO_CLASS;
   std::size_t type_size = 0;
   bool is_signed = false;
-  std::string dtype;  ///< "float32", "float64", "int64", "uint64", "string", ...
+  bool is_bool = false;  ///< h5py's boolean (an 8-bit enum FALSE = 0, TRUE = 1): type_class H5T_INTEGER
+  std::string dtype;  ///< "float32", "float64", "int64", "uint64", "bool", "string", ...
 };
 /// Shape and type. Also checks that the dataset is contiguous or compact and that its stored bytes
 /// cover the shape, so a damaged size gives an IoError rather than a huge allocation by the
 /// caller or a read past HDF5's own buffer; chunked and virtual datasets are refused.
 DatasetInfo dataset_info(hid_t dataset, const std::string& path);
-/// Read the whole dataset converted to `mem_type` into `out` (numel(shape) elements).
+/// True for h5py's (and PyTables') boolean type: a 1-byte enum of FALSE = 0 and TRUE = 1.
+bool is_bool_enum(hid_t type);
+/// Read the whole dataset converted to `mem_type` (a boolean dataset to 0 / 1; other values in
+/// one are an IoError) into `out` (numel(shape) elements).
 void read_dataset(hid_t dataset, hid_t mem_type, void* out, const std::string& path);
 
 }  // namespace h5

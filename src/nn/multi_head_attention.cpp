@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* kWho = "MultiHeadAttention";
 
-// qkv polarity (true = may attend) of a PyTorch key_padding_mask (B, Tk), true = ignore, as
+// qkv polarity (true = may attend) of the keys to ignore (B, Tk), true = ignore, as
 // (B, 1, 1, Tk), ANDed with the optional boolean attn_mask (broadcast).
 Mask allowed_keys(const Mask& padding, const std::optional<Mask>& allowed, std::size_t B, std::size_t Tk) {
   if (padding.dimension() != 2 || padding.shape()[0] != B || padding.shape()[1] != Tk)
@@ -124,8 +124,8 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   Variable<T> v = (*hook_v)(split_heads(w_v->forward(value), H));
 
   AttentionMask<T> mask = args.attn_mask;
-  if (args.key_padding_mask) {  // one boolean mask: keys allowed by both
-    mask = AttentionMask<T>::attend_where(allowed_keys(*args.key_padding_mask, args.attn_mask.allowed(), B, Tk));
+  if (!args.key_padding_mask.empty()) {  // one boolean mask: keys allowed by both
+    mask = AttentionMask<T>::attend_where(allowed_keys(*args.key_padding_mask.ignored(), args.attn_mask.allowed(), B, Tk));
     if (args.attn_mask.bias()) mask = mask.with_additive(*args.attn_mask.bias());
   }
 
@@ -182,7 +182,7 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward_cached(const Variable
                                                                   const MultiHeadAttentionArgs<T>& args) const {
   if (autograd::grad_enabled())
     throw Error(std::string(kWho) + ": decoding with a KV cache is inference only: run it under NoGradGuard");
-  if (!args.attn_mask.empty() || args.key_padding_mask)
+  if (!args.attn_mask.empty() || !args.key_padding_mask.empty())
     throw ValueError(std::string(kWho) + ": masks are not supported with a KV cache (causal decoding only)");
   KVCache<T>& cache = *args.cache;
   const std::size_t H = options_.num_heads, at = cache.length;

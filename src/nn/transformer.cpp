@@ -59,7 +59,7 @@ std::shared_ptr<ModuleList<L>> make_blocks(const TransformerOptions& o, Generato
 
 template <class T>
 Variable<T> run_encoder(const ModuleList<TransformerEncoderLayer<T>>& blocks, const LayerNorm<T>* norm,
-                        Variable<T> h, const std::optional<Mask>& key_padding_mask, bool is_causal) {
+                        Variable<T> h, const KeyPaddingMask& key_padding_mask, bool is_causal) {
   for (auto& block : blocks) h = block->forward(h, key_padding_mask, is_causal);
   return norm ? norm->forward(h) : h;
 }
@@ -82,7 +82,7 @@ EncoderModel<T>::EncoderModel(std::size_t input_vocab, std::size_t num_classes, 
 }
 
 template <class T>
-Variable<T> EncoderModel<T>::forward(const IndexArray& tokens, const std::optional<Mask>& key_padding_mask) const {
+Variable<T> EncoderModel<T>::forward(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask) const {
   check_tokens(tokens, "EncoderModel", "tokens");
   Variable<T> h = emb_drop->forward(pos->forward(tok_emb->forward(tokens)));
   h = run_encoder(*blocks, norm.get(), h, key_padding_mask, options_.causal);
@@ -99,7 +99,7 @@ TransformerEncoder<T>::TransformerEncoder(const TransformerOptions& options, Gen
 }
 
 template <class T>
-Variable<T> TransformerEncoder<T>::forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask,
+Variable<T> TransformerEncoder<T>::forward(const Variable<T>& x, const KeyPaddingMask& key_padding_mask,
                                            bool is_causal) const {
   return this->hooked(run_encoder(*blocks, norm.get(), x, key_padding_mask, is_causal));
 }
@@ -112,8 +112,8 @@ TransformerDecoder<T>::TransformerDecoder(const TransformerOptions& options, Gen
 
 template <class T>
 Variable<T> TransformerDecoder<T>::forward(const Variable<T>& x, const Variable<T>& memory,
-                                           const std::optional<Mask>& tgt_key_padding_mask,
-                                           const std::optional<Mask>& memory_key_padding_mask) const {
+                                           const KeyPaddingMask& tgt_key_padding_mask,
+                                           const KeyPaddingMask& memory_key_padding_mask) const {
   Variable<T> h = x;
   for (auto& block : *blocks) h = block->forward(h, memory, tgt_key_padding_mask, memory_key_padding_mask);
   return this->hooked(norm ? norm->forward(h) : h);
@@ -137,7 +137,7 @@ Seq2SeqModel<T>::Seq2SeqModel(std::size_t src_vocab, std::size_t tgt_vocab, cons
 }
 
 template <class T>
-Variable<T> Seq2SeqModel<T>::encode(const IndexArray& src, const std::optional<Mask>& src_key_padding_mask) const {
+Variable<T> Seq2SeqModel<T>::encode(const IndexArray& src, const KeyPaddingMask& src_key_padding_mask) const {
   check_tokens(src, "Seq2SeqModel", "src");
   Variable<T> h = emb_drop->forward(src_pos->forward(src_emb->forward(src)));
   return encoder->forward(h, src_key_padding_mask);
@@ -145,8 +145,8 @@ Variable<T> Seq2SeqModel<T>::encode(const IndexArray& src, const std::optional<M
 
 template <class T>
 Variable<T> Seq2SeqModel<T>::decode(const Variable<T>& memory, const IndexArray& tgt_in,
-                                    const std::optional<Mask>& src_key_padding_mask,
-                                    const std::optional<Mask>& tgt_key_padding_mask) const {
+                                    const KeyPaddingMask& src_key_padding_mask,
+                                    const KeyPaddingMask& tgt_key_padding_mask) const {
   check_tokens(tgt_in, "Seq2SeqModel", "tgt_in");
   if (memory.ndim() != 3 || memory.dim(0) != tgt_in.shape()[0] || memory.dim(2) != options_.d_model)
     throw ShapeError("Seq2SeqModel: memory of shape " + shape_str(memory.shape()) + " does not fit tgt_in " +
@@ -157,8 +157,8 @@ Variable<T> Seq2SeqModel<T>::decode(const Variable<T>& memory, const IndexArray&
 
 template <class T>
 Variable<T> Seq2SeqModel<T>::forward(const IndexArray& src, const IndexArray& tgt_in,
-                                     const std::optional<Mask>& src_key_padding_mask,
-                                     const std::optional<Mask>& tgt_key_padding_mask) const {
+                                     const KeyPaddingMask& src_key_padding_mask,
+                                     const KeyPaddingMask& tgt_key_padding_mask) const {
   return this->hooked(decode(encode(src, src_key_padding_mask), tgt_in, src_key_padding_mask, tgt_key_padding_mask));
 }
 
@@ -210,7 +210,7 @@ Variable<T> DecoderModel<T>::run(const IndexArray& tokens, DecoderCache<T>* cach
   if (pos) h = pos->forward(h, at);
   h = emb_drop->forward(h);
   for (std::size_t i = 0; i < blocks->size(); ++i)
-    h = (*blocks)[i].forward(h, std::nullopt, true, cache ? &cache->layers[i] : nullptr);
+    h = (*blocks)[i].forward(h, KeyPaddingMask(), true, cache ? &cache->layers[i] : nullptr);
   if (norm) h = norm->forward(h);
   return this->hooked(head ? head->forward(h) : linear(h, tok_emb->weight, Variable<T>()));
 }

@@ -41,7 +41,7 @@ TransformerEncoderLayer<T>::TransformerEncoderLayer(const TransformerLayerOption
 }
 
 template <class T>
-Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask,
+Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const KeyPaddingMask& key_padding_mask,
                                                 bool is_causal, KVCache<T>* cache) const {
   MultiHeadAttentionArgs<T> args;
   args.key_padding_mask = key_padding_mask;
@@ -72,8 +72,8 @@ TransformerDecoderLayer<T>::TransformerDecoderLayer(const TransformerLayerOption
 
 template <class T>
 Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Variable<T>& memory,
-                                                const std::optional<Mask>& tgt_key_padding_mask,
-                                                const std::optional<Mask>& memory_key_padding_mask) const {
+                                                const KeyPaddingMask& tgt_key_padding_mask,
+                                                const KeyPaddingMask& memory_key_padding_mask) const {
   MultiHeadAttentionArgs<T> self_args;
   self_args.key_padding_mask = tgt_key_padding_mask;
   self_args.is_causal = true;

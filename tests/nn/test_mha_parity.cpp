@@ -92,7 +92,7 @@ void run_parity(AttentionImpl impl, double tol) {
     load_torch(m, f, "self");
     Variable<T> x(cast<T>(f.at("self.x")));
     MultiHeadAttentionArgs<T> args;
-    args.key_padding_mask = to_mask(f.at("self.key_padding_mask"));  // same polarity as PyTorch
+    args.key_padding_mask = KeyPaddingMask::ignore_where(to_mask(f.at("self.key_padding_mask")));  // PyTorch's polarity
     args.need_weights = true;
     auto out = m.forward(x, x, x, args);
     CHECK(test::max_abs_diff(out.output.value(), f.at("self.out")) < tol);
@@ -115,7 +115,7 @@ void run_parity(AttentionImpl impl, double tol) {
     MultiHeadAttention<T> m(o);
     load_torch(m, f, "cross");
     MultiHeadAttentionArgs<T> args;
-    args.key_padding_mask = to_mask(f.at("cross.key_padding_mask"));
+    args.key_padding_mask = KeyPaddingMask::ignore_where(to_mask(f.at("cross.key_padding_mask")));
     args.need_weights = true;
     auto out = m.forward(Variable<T>(cast<T>(f.at("cross.q"))), Variable<T>(cast<T>(f.at("cross.k"))),
                          Variable<T>(cast<T>(f.at("cross.v"))), args);

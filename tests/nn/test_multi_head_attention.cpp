@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <functional>
+#include <type_traits>
 
 #include "nn_test_util.hpp"
 #include "qkv/nn/multi_head_attention.hpp"
@@ -219,7 +220,7 @@ TEST_CASE("MultiHeadAttention: key_padding_mask (true = ignore), causal, bool an
     };
     MultiHeadAttentionArgs<double> a;
     SUBCASE("key padding") {
-      a.key_padding_mask = kpm;
+      a.key_padding_mask = KeyPaddingMask::ignore_where(kpm);
       check(a, [&](auto b, auto, auto, auto j) { return !kpm(b, j); });
     }
     SUBCASE("causal") {
@@ -228,12 +229,12 @@ TEST_CASE("MultiHeadAttention: key_padding_mask (true = ignore), causal, bool an
     }
     SUBCASE("causal and key padding") {
       a.is_causal = true;
-      a.key_padding_mask = kpm;
+      a.key_padding_mask = KeyPaddingMask::ignore_where(kpm);
       check(a, [&](auto b, auto, auto i, auto j) { return j <= i && !kpm(b, j); });
     }
     SUBCASE("bool attn_mask and key padding") {
       a.attn_mask = AttentionMask<double>::attend_where(allowed);
-      a.key_padding_mask = kpm;
+      a.key_padding_mask = KeyPaddingMask::ignore_where(kpm);
       check(a, [&](auto b, auto, auto i, auto j) { return allowed(i, j) && !kpm(b, j); });
     }
     SUBCASE("float attn_mask") {
@@ -241,6 +242,27 @@ TEST_CASE("MultiHeadAttention: key_padding_mask (true = ignore), causal, bool an
       check(a, kAll, [&](auto, auto h, auto i, auto j) { return bias_arr(0, h, i, j); });
     }
   }
+}
+
+TEST_CASE("MultiHeadAttention: masks name their polarity: a plain Mask does not convert, attend_where(m) = ignore_where(!m)") {
+  // The mistake the types exist to stop: PyTorch's mask (true = ignore) passed where qkv's
+  // (true = attend) is meant, or the other way round. Neither compiles.
+  static_assert(!std::is_convertible_v<Mask, KeyPaddingMask>);
+  static_assert(!std::is_assignable_v<KeyPaddingMask&, Mask>);
+  static_assert(!std::is_convertible_v<Mask, AttentionMask<double>>);
+  static_assert(!std::is_assignable_v<AttentionMask<double>&, Mask>);
+  Generator gen(8);
+  MultiHeadAttention<double> m(mha_options(4, 2, 0.0, AttentionImpl::Fused), gen);
+  Variable<double> q = leaf({2, 2, 4}, 1), kv = leaf({2, 3, 4}, 2);
+  const Mask pad = {{false, true, false}, {false, false, true}};
+  MultiHeadAttentionArgs<double> ignore, attend, none;
+  ignore.key_padding_mask = KeyPaddingMask::ignore_where(pad);
+  attend.key_padding_mask = KeyPaddingMask::attend_where(Mask(!pad));
+  CHECK(none.key_padding_mask.empty());
+  const Array<double> a = m.forward(q, kv, kv, ignore).output.value(), b = m.forward(q, kv, kv, attend).output.value();
+  CHECK(test::bitwise_equal(a, b));
+  // ...and the mask does something: without it the output differs.
+  CHECK_FALSE(test::bitwise_equal(a, m.forward(q, kv, kv, none).output.value()));
 }
 
 TEST_CASE("MultiHeadAttention: a fully padded batch row gives output = w_o.bias, no NaN, zero gradients") {
@@ -251,7 +273,7 @@ TEST_CASE("MultiHeadAttention: a fully padded batch row gives output = w_o.bias,
     randomise_biases(m, 40);
     Mask kpm = {{false, true, false}, {true, true, true}};
     MultiHeadAttentionArgs<double> args;
-    args.key_padding_mask = kpm;
+    args.key_padding_mask = KeyPaddingMask::ignore_where(kpm);
     Variable<double> q = leaf({2, 2, 4}, 1), kv = leaf({2, 3, 4}, 2);
     auto out = m.forward(q, kv, kv, args).output;
     for (std::size_t i = 0; i < 2; ++i)
@@ -276,7 +298,7 @@ TEST_CASE("MultiHeadAttention: gradcheck of parameters and inputs, both impls") 
       randomise_biases(m, 50);
       Variable<double> x = leaf({2, 3, 4}, 3);
       MultiHeadAttentionArgs<double> args;
-      args.key_padding_mask = Mask{{false, false, true}, {false, false, false}};
+      args.key_padding_mask = KeyPaddingMask::ignore_where(Mask{{false, false, true}, {false, false, false}});
       args.is_causal = true;
       test::check_module_grad([&] { return m.forward(x, x, x, args).output; }, m, {x});
     }
@@ -339,7 +361,7 @@ TEST_CASE("MultiHeadAttention: shape errors name the layer and the shapes") {
   CHECK_THROWS_AS(m.forward(q, k, Variable<float>(zeros<float>({2, 4, 4}))), ShapeError);
   CHECK_THROWS_AS(m.forward(Variable<float>(zeros<float>({1, 3, 4})), k, v), ShapeError);
   MultiHeadAttentionArgs<float> args;
-  args.key_padding_mask = Mask::from_shape({2, 4});
+  args.key_padding_mask = KeyPaddingMask::ignore_where(Mask::from_shape({2, 4}));
   CHECK_THROWS_WITH_AS(m.forward(q, k, v, args), doctest::Contains("key_padding_mask of shape (2, 4)"), ShapeError);
 }
 

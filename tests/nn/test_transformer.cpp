@@ -84,7 +84,7 @@ TEST_CASE("TransformerEncoderLayer: gradcheck pre-LN and post-LN, both impls, wi
       TransformerEncoderLayer<double> layer(tiny_layer(nf, impl), gen);
       perturb_norms(layer, 5);
       Variable<double> x = leaf({2, 3, 4}, 3);
-      Mask kpm = {{false, false, true}, {false, false, false}};
+      const KeyPaddingMask kpm = KeyPaddingMask::ignore_where(Mask{{false, false, true}, {false, false, false}});
       test::check_module_grad([&] { return layer.forward(x, kpm); }, layer, {x});
     }
 }
@@ -100,8 +100,8 @@ TEST_CASE("TransformerDecoderLayer: causal self-attention then cross-attention, 
     CHECK(contains(names, "cross_attn.w_k.weight"));
     CHECK(contains(names, "norm3.weight"));
     Variable<double> x = leaf({2, 3, 4}, 4), mem = leaf({2, 2, 4}, 5);
-    Mask mem_kpm = {{false, true}, {false, false}};
-    test::check_module_grad([&] { return layer.forward(x, mem, std::nullopt, mem_kpm); }, layer, {x, mem});
+    const KeyPaddingMask mem_kpm = KeyPaddingMask::ignore_where(Mask{{false, true}, {false, false}});
+    test::check_module_grad([&] { return layer.forward(x, mem, KeyPaddingMask(), mem_kpm); }, layer, {x, mem});
     // Causal: changing the last target position leaves earlier outputs unchanged.
     Array<double> y1 = layer.forward(x, mem).value();
     Array<double> x2 = x.value();
@@ -152,7 +152,7 @@ TEST_CASE("EncoderModel: gradcheck pre-LN/post-LN, sinusoidal/learned, with padd
     EncoderModel<double> m(5, 3, o, gen);
     perturb_norms(m, 9);
     IndexArray tokens = test::ids({{1, 2, 4}, {3, 0, 0}});
-    Mask kpm = {{false, false, false}, {false, true, true}};
+    const KeyPaddingMask kpm = KeyPaddingMask::ignore_where(Mask{{false, false, false}, {false, true, true}});
     test::check_module_grad([&] { return m.forward(tokens, kpm); }, m);
   }
 }
@@ -160,7 +160,7 @@ TEST_CASE("EncoderModel: gradcheck pre-LN/post-LN, sinusoidal/learned, with padd
 TEST_CASE("EncoderModel: padded positions do not change the other positions, causal option") {
   Generator gen(6);
   EncoderModel<double> m(6, 4, tiny_model(true), gen);
-  Mask kpm = {{false, false, true, true}};
+  const KeyPaddingMask kpm = KeyPaddingMask::ignore_where(Mask{{false, false, true, true}});
   Array<double> a = m.forward(test::ids({{1, 2, 3, 4}}), kpm).value();
   Array<double> b = m.forward(test::ids({{1, 2, 5, 0}}), kpm).value();
   for (std::size_t t = 0; t < 2; ++t)
@@ -243,7 +243,7 @@ TEST_CASE("Seq2SeqModel: gradcheck pre-LN and post-LN with source padding") {
     Seq2SeqModel<double> m(4, 3, o, gen);
     perturb_norms(m, 11);
     IndexArray src = test::ids({{1, 2, 3}, {3, 1, 0}}), tgt = test::ids({{0, 1}, {0, 2}});
-    Mask src_kpm = {{false, false, false}, {false, false, true}};
+    const KeyPaddingMask src_kpm = KeyPaddingMask::ignore_where(Mask{{false, false, false}, {false, false, true}});
     test::check_module_grad([&] { return m.forward(src, tgt, src_kpm); }, m);
   }
 }

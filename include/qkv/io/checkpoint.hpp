@@ -116,4 +116,13 @@ void check_compatible(const StateDict<float>& expected, const StateDict<float>& 
 /// no header) and must only be used on trusted files: HDF5 1.10.8 can crash on crafted ones.
 std::string inspect(const std::string& path, bool verify = true);
 
+/// A boolean mask from any HDF5 file, e.g. one written with h5py for qkv: dataset `dataset`
+/// ("pad" or "masks/pad", rank <= 4) holding h5py booleans (numpy bool, stored as a 1-byte enum
+/// FALSE = 0, TRUE = 1) or integers that are all 0 or 1; the values are taken as they are (pass
+/// the result to KeyPaddingMask::ignore_where or AttentionMask::attend_where to say what they
+/// mean). No qkv header is needed, so the file must be trusted, as for inspect(path, false).
+/// Throws IoError naming the file, the dataset and what was found (another type, a value
+/// other than 0 / 1, a missing dataset).
+Mask load_mask(const std::string& path, const std::string& dataset);
+
 }  // namespace qkv::io

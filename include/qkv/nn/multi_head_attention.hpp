@@ -70,9 +70,9 @@ const NameTable<AttentionImpl>& attention_impl_names();
 /// What one forward call attends with.
 template <class T>
 struct MultiHeadAttentionArgs {
-  /// (B, Tk), PyTorch polarity: **true = IGNORE** that key (padding). Converted to qkv's
-  /// "true = may attend" internally.
-  std::optional<Mask> key_padding_mask;
+  /// (B, Tk): which keys to ignore, its polarity named where it is built
+  /// (`KeyPaddingMask::ignore_where(pad)` for PyTorch's key_padding_mask, true = padding).
+  KeyPaddingMask key_padding_mask;
   /// Broadcastable to (B, H, Tq, Tk), e.g. (Tq, Tk): `allowed` is boolean with qkv polarity
   /// (**true = may attend**, the opposite of PyTorch's boolean attn_mask); `bias` is added to the
   /// scores (a float mask; -inf forbids). Both may be given.

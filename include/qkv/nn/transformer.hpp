@@ -111,9 +111,9 @@ class EncoderModel : public Module<T> {
   EncoderModel(std::size_t input_vocab, std::size_t num_classes, const TransformerOptions& options = {},
                Generator& gen = default_generator());
 
-  /// tokens (B, T) of ids in [0, input_vocab); key_padding_mask (B, T), true = padding (ignored
-  /// as a key). Returns logits (B, T, num_classes).
-  Variable<T> forward(const IndexArray& tokens, const std::optional<Mask>& key_padding_mask = std::nullopt) const;
+  /// tokens (B, T) of ids in [0, input_vocab); key_padding_mask (B, T): the keys to ignore
+  /// (KeyPaddingMask::ignore_where(pad), pad true = padding). Returns logits (B, T, num_classes).
+  Variable<T> forward(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask = {}) const;
 
   const TransformerOptions& options() const { return options_; }
   std::shared_ptr<Embedding<T>> tok_emb;
@@ -133,7 +133,7 @@ class TransformerEncoder : public Module<T> {
  public:
   TransformerEncoder(const TransformerOptions& options, Generator& gen = default_generator());
   /// x (B, T, C) -> (B, T, C).
-  Variable<T> forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask = std::nullopt,
+  Variable<T> forward(const Variable<T>& x, const KeyPaddingMask& key_padding_mask = {},
                       bool is_causal = false) const;
   std::shared_ptr<ModuleList<TransformerEncoderLayer<T>>> blocks;
   std::shared_ptr<LayerNorm<T>> norm;  ///< null for post-LN
@@ -146,8 +146,8 @@ class TransformerDecoder : public Module<T> {
   TransformerDecoder(const TransformerOptions& options, Generator& gen = default_generator());
   /// x (B, Tt, C), memory (B, Ts, C) -> (B, Tt, C).
   Variable<T> forward(const Variable<T>& x, const Variable<T>& memory,
-                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt,
-                      const std::optional<Mask>& memory_key_padding_mask = std::nullopt) const;
+                      const KeyPaddingMask& tgt_key_padding_mask = {},
+                      const KeyPaddingMask& memory_key_padding_mask = {}) const;
   std::shared_ptr<ModuleList<TransformerDecoderLayer<T>>> blocks;
   std::shared_ptr<LayerNorm<T>> norm;  ///< null for post-LN
 };
@@ -167,15 +167,15 @@ class Seq2SeqModel : public Module<T> {
 
   /// Teacher-forced logits (B, Tt, tgt_vocab). Padding masks: true = padding (PyTorch polarity).
   Variable<T> forward(const IndexArray& src, const IndexArray& tgt_in,
-                      const std::optional<Mask>& src_key_padding_mask = std::nullopt,
-                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt) const;
+                      const KeyPaddingMask& src_key_padding_mask = {},
+                      const KeyPaddingMask& tgt_key_padding_mask = {}) const;
   /// src (B, Ts) -> memory (B, Ts, C).
-  Variable<T> encode(const IndexArray& src, const std::optional<Mask>& src_key_padding_mask = std::nullopt) const;
+  Variable<T> encode(const IndexArray& src, const KeyPaddingMask& src_key_padding_mask = {}) const;
   /// memory (B, Ts, C), tgt_in (B, Tt) -> logits (B, Tt, tgt_vocab). For greedy decoding: encode
   /// once, then decode the growing prefix and take the argmax of the last position.
   Variable<T> decode(const Variable<T>& memory, const IndexArray& tgt_in,
-                     const std::optional<Mask>& src_key_padding_mask = std::nullopt,
-                     const std::optional<Mask>& tgt_key_padding_mask = std::nullopt) const;
+                     const KeyPaddingMask& src_key_padding_mask = {},
+                     const KeyPaddingMask& tgt_key_padding_mask = {}) const;
   /// Decoding (under NoGradGuard): memory (B, Ts, C) and the next target tokens (B, Tn) at
   /// positions cache.length() ... -> logits (B, Tn, tgt_vocab), what decode() gives for them on
   /// the whole prefix (to rounding). The cache holds, per decoder layer, the self-attention keys

@@ -52,10 +52,10 @@ class TransformerEncoderLayer : public Module<T> {
  public:
   explicit TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
 
-  /// key_padding_mask (B, T): true = ignore that position as a key (PyTorch polarity).
+  /// key_padding_mask (B, T): the keys to ignore (KeyPaddingMask::ignore_where(pad) for PyTorch's).
   /// is_causal: position t attends to positions <= t only. With `cache` (decoding, under
   /// NoGradGuard): x holds the next positions, whose keys and values join the cache.
-  Variable<T> forward(const Variable<T>& x, const std::optional<Mask>& key_padding_mask = std::nullopt,
+  Variable<T> forward(const Variable<T>& x, const KeyPaddingMask& key_padding_mask = {},
                       bool is_causal = false, KVCache<T>* cache = nullptr) const;
 
   const TransformerLayerOptions& options() const { return options_; }
@@ -81,10 +81,10 @@ class TransformerDecoderLayer : public Module<T> {
  public:
   explicit TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen = default_generator());
 
-  /// tgt_key_padding_mask (B, Tt) and memory_key_padding_mask (B, Ts): true = ignore (PyTorch).
+  /// tgt_key_padding_mask (B, Tt) and memory_key_padding_mask (B, Ts): the keys to ignore.
   Variable<T> forward(const Variable<T>& x, const Variable<T>& memory,
-                      const std::optional<Mask>& tgt_key_padding_mask = std::nullopt,
-                      const std::optional<Mask>& memory_key_padding_mask = std::nullopt) const;
+                      const KeyPaddingMask& tgt_key_padding_mask = {},
+                      const KeyPaddingMask& memory_key_padding_mask = {}) const;
   /// Decoding (under NoGradGuard): x (B, Tn, C) holds the next target positions; their
   /// self-attention keys join `self_cache`, and `cross_cache` holds the memory's keys and values
   /// (computed on the first call).

@@ -10,9 +10,10 @@
 /// weights (B, H, Tq, Tk).
 ///
 /// Mask polarity is that of torch.nn.functional.scaled_dot_product_attention: in a boolean mask,
-/// **true means "may attend"**. (PyTorch's MultiheadAttention key_padding_mask uses the opposite,
-/// true = ignore; qkv::nn::MultiHeadAttention converts it explicitly.) A query row whose keys are
-/// all masked gives a zero output row and zero gradients, never NaN.
+/// **true means "may attend"**. Where a boolean mask is built, its polarity is named
+/// (AttentionMask<T>::attend_where / ignore_where, KeyPaddingMask::ignore_where / attend_where),
+/// so a mask of the other polarity cannot be passed unnoticed. A query row whose keys are all
+/// masked gives a zero output row and zero gradients, never NaN.
 ///
 /// Dropout draws the mask qkv::dropout would draw on the (B, H, Tq, Tk) weights from the same
 /// generator state, so both implementations agree under dropout. See docs/attention.md.
@@ -60,6 +61,30 @@ class AttentionMask {
  private:
   std::optional<Mask> allowed_;
   std::optional<Array<T>> bias_;
+};
+
+/// Which keys of each batch row may be attended: a (B, Tk) boolean mask whose polarity is named
+/// where it is built (a plain Mask does not convert):
+///
+///   KeyPaddingMask::ignore_where(pad)    true = padding, ignore that key: PyTorch's
+///                                        key_padding_mask (nn.MultiheadAttention, nn.Transformer*)
+///   KeyPaddingMask::attend_where(valid)  true = a real token that may be attended
+///
+/// Default-constructed: no key is ignored.
+class KeyPaddingMask {
+ public:
+  KeyPaddingMask() = default;  ///< every key may be attended
+  static KeyPaddingMask ignore_where(Mask ignored) {
+    KeyPaddingMask m;
+    m.ignored_ = std::move(ignored);
+    return m;
+  }
+  static KeyPaddingMask attend_where(const Mask& valid) { return ignore_where(Mask(!valid)); }
+  const std::optional<Mask>& ignored() const { return ignored_; }  ///< (B, Tk), true = ignore
+  bool empty() const { return !ignored_; }
+
+ private:
+  std::optional<Mask> ignored_;
 };
 
 /// Which implementation runs. Both give the same results (1e-10 in float64, 1e-5 in float32).
