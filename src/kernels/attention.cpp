@@ -60,14 +60,19 @@ void score_block(T* S, const T* Q, const T* K, const AttentionMasks<T>& m, T sca
   }
 }
 
-// Dropout factor of element (b, h, i, j): 0 if dropped, else 1 / (1 - p).
+// Dropout of element (b, h, i, j): counter first + ((b H + h) Tq + i) Tk + j of DropoutDraws.
 struct DropoutMask {
   const AttentionDropout& d;
   std::size_t H, Tq, Tk;
+  DropoutDraws draws{d.seed, d.p};
   std::uint64_t row_counter(std::size_t b, std::size_t h, std::size_t i) const {
     return d.first + ((std::uint64_t(b) * H + h) * Tq + i) * Tk;
   }
-  bool dropped(std::uint64_t counter) const { return uniform_at(d.seed, counter) < d.p; }
+  // out[c] = in[c] * keep_scale where kept, else 0, for keys k0..k0+n of row (b, h, i).
+  template <class T>
+  void apply(const T* in, T* out, std::size_t n, std::uint64_t row, std::size_t k0, T keep_scale) const {
+    draws.apply(in, out, n, row + k0, keep_scale);
+  }
 };
 
 // Keys a causal block of queries q0..q0+nq can see: j <= q0 + nq - 1 + offset.
@@ -134,11 +139,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
               m[r] = m_new;
               if (alpha != T(1))
                 for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha;
-              if (drop) {
-                const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
-                for (std::size_t c = 0; c < nk; ++c)
-                  s[c] = dm.dropped(ctr + c) ? T(0) : s[c] * keep_scale;
-              }
+              if (drop) dm.apply(s, s, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);
             }
             gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
           }
@@ -167,10 +168,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
             for (std::size_t r = 0; r < nq; ++r) {
               T* w = W + r * Tk + k0;
               row_exp_shift(w, S + r * kBk, nk, L[r]);
-              if (!drop) continue;
-              const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
-              for (std::size_t c = 0; c < nk; ++c)
-                w[c] = dm.dropped(ctr + c) ? T(0) : w[c] * keep_scale;
+              if (drop) dm.apply(w, w, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);
             }
           }
         }
@@ -236,11 +234,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             if (dV) {
               const T* Pd = P;
               if (drop) {
-                for (std::size_t r = 0; r < nq; ++r) {
-                  const std::uint64_t ctr = dm.row_counter(b, h, q0 + r) + k0;
-                  for (std::size_t c = 0; c < nk; ++c)
-                    G[r * kBk + c] = dm.dropped(ctr + c) ? T(0) : P[r * kBk + c] * keep_scale;
-                }
+                for (std::size_t r = 0; r < nq; ++r)
+                  dm.apply(P + r * kBk, G + r * kBk, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);
                 Pd = G;
               }
               gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv,
@@ -250,12 +245,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             gemm_serial<T>(false, true, nq, nk, Dv, T(1), dO, Dv, V + k0 * Dv, Dv, T(0), G, kBk);
             for (std::size_t r = 0; r < nq; ++r) {
               T* p = P + r * kBk;
-              const T* g = G + r * kBk;
-              const std::uint64_t ctr = drop ? dm.row_counter(b, h, q0 + r) + k0 : 0;
-              for (std::size_t c = 0; c < nk; ++c) {
-                const T dp = !drop ? g[c] : dm.dropped(ctr + c) ? T(0) : g[c] * keep_scale;
-                p[c] = p[c] * (dp - delta[r]);
-              }
+              T* g = G + r * kBk;
+              if (drop) dm.apply(g, g, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);  // G is scratch
+              for (std::size_t c = 0; c < nk; ++c) p[c] = p[c] * (g[c] - delta[r]);
             }
             if (dQ)
               gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1),

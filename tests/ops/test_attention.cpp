@@ -101,7 +101,7 @@ Reference reference(const Inputs<T>& in, const AttentionMask<T>& mask, const Cas
         for (std::size_t j = 0; j < c.Tk; ++j) {
           double w = std::exp(s[j] - mx) / sum;
           const std::uint64_t idx = ((b * c.H + h) * c.Tq + i) * c.Tk + j;
-          if (c.p > 0) w = uniform_at(seed, first + idx) < c.p ? 0.0 : w / (1 - c.p);
+          if (c.p > 0) w = DropoutDraws(seed, c.p).dropped(first + idx) ? 0.0 : w / (1 - c.p);
           r.weights(b, h, i, j) = w;
           for (std::size_t e = 0; e < c.Dv; ++e) r.out(b, h, i, e) += w * double(in.v(b, h, j, e));
         }

@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <vector>
+
 #include "qkv/kernels/parallel.hpp"
 #include "qkv/ops/dropout.hpp"
 #include "test_util.hpp"
@@ -18,13 +21,52 @@ TEST_CASE("dropout: drops a fraction p, scales survivors by 1/(1-p), mask as doc
   std::size_t dropped = 0, mismatches = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const float v = y.value().data()[i];
-    const bool expect_drop = uniform_at(42, first + i) < p;  // the contract in dropout.hpp
+    const bool expect_drop = DropoutDraws(42, p).dropped(first + i);  // the contract in dropout.hpp
     if (v == 0.0f) ++dropped;
     if ((v == 0.0f) != expect_drop) ++mismatches;
     if (v != 0.0f) REQUIRE(double(v) == doctest::Approx(x.data()[i] / (1 - p)).epsilon(1e-6));
   }
   CHECK(mismatches == 0);
   CHECK(double(dropped) / n == doctest::Approx(p).epsilon(0.02));
+}
+
+TEST_CASE("dropout draws: the documented formula, P(drop) = p, apply() = dropped() across 2^32, no correlation between seeds") {
+  // The formula of random.hpp, written out once more.
+  const std::uint64_t k = hash64(5, 0x64726F70ull);
+  auto formula = [&](std::uint64_t counter) {
+    const std::uint32_t lo = std::uint32_t(counter), hi = std::uint32_t(counter >> 32);
+    return fmix32(fmix32(lo ^ std::uint32_t(k)) ^ (hi * 0x9E3779B9u) ^ std::uint32_t(k >> 32));
+  };
+  const DropoutDraws d(5, 0.25);
+  CHECK(d.threshold() == 1073741824u);
+  for (std::uint64_t c : {0ull, 1ull, 12345ull, (1ull << 32) - 1, 1ull << 32, (7ull << 40) + 3})
+    CHECK(d.dropped(c) == (formula(c) < d.threshold()));
+  // Frequencies: 4e6 draws each, 5 standard deviations.
+  for (double p : {0.01, 0.1, 0.5, 0.9}) {
+    const DropoutDraws draws(11, p);
+    std::size_t n = 4000000, dropped = 0;
+    for (std::uint64_t c = 0; c < n; ++c) dropped += draws.dropped(c);
+    CAPTURE(p);
+    CHECK(std::abs(double(dropped) / double(n) - p) < 5 * std::sqrt(p * (1 - p) / double(n)));
+  }
+  CHECK_FALSE(DropoutDraws(3, 0.0).dropped(0));
+  CHECK(DropoutDraws(3, 0.0).threshold() == 0u);
+  // The vectorised apply() across the 2^32 boundary, against dropped() element by element.
+  const std::uint64_t first = (1ull << 32) - 1000;
+  std::vector<double> in(3000, 2.0), out(3000);
+  d.apply(in.data(), out.data(), in.size(), first, 4.0);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) wrong += out[i] != (d.dropped(first + i) ? 0.0 : 8.0);
+  CHECK(wrong == 0);
+  // Two seeds agree on about p^2 + (1-p)^2 of their decisions, as independent masks would.
+  const DropoutDraws a(1, 0.5), b(2, 0.5);
+  std::size_t same = 0;
+  for (std::uint64_t c = 0; c < 1000000; ++c) same += a.dropped(c) == b.dropped(c);
+  CHECK(std::abs(double(same) / 1e6 - 0.5) < 0.0025);
+  // Neighbouring elements are not correlated either.
+  std::size_t pairs = 0;
+  for (std::uint64_t c = 0; c < 1000000; ++c) pairs += a.dropped(c) && a.dropped(c + 1);
+  CHECK(std::abs(double(pairs) / 1e6 - 0.25) < 0.0025);
 }
 
 TEST_CASE("dropout: the mask depends only on the generator state") {

@@ -13,8 +13,8 @@
 /// A query row with no allowed key gets O = 0 and lse = +inf (so the backward gives it zero
 /// gradients), never NaN.
 ///
-/// Dropout: element (b, h, i, j) is dropped iff uniform_at(seed, first + ((b*H + h)*Tq + i)*Tk + j)
-/// < p, the mask qkv::dropout draws on a (B, H, Tq, Tk) tensor with the same generator state.
+/// Dropout: element (b, h, i, j) is dropped iff DropoutDraws(seed, p).dropped(first + ((b*H + h)*Tq + i)*Tk + j),
+/// the mask qkv::dropout draws on a (B, H, Tq, Tk) tensor with the same generator state.
 ///
 /// Results do not depend on the number of threads (bitwise).
 
