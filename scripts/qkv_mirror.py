@@ -33,6 +33,7 @@ class Options:
     d_model: int = 64           # C
     heads: int = 4              # H
     head_dim: int = 0           # D; 0 = C / H
+    value_dim: int = 0          # Dv; 0 = D
     layers: int = 2
     d_ff: int = 256
     dropout: float = 0.0        # embeddings, residual branches, inside the feed-forward block
@@ -152,18 +153,19 @@ class KVCache:
 
 class MultiHeadAttention(nn.Module):
     """qkv's nn::MultiHeadAttention: query (B, Tq, E), key (B, Tk, kdim), value (B, Tk, vdim) ->
-    (B, Tq, E). Parameters w_q (H D, E), w_k (H D, kdim), w_v (H D, vdim), w_o (E, H D)."""
+    (B, Tq, E). Parameters w_q (H D, E), w_k (H D, kdim), w_v (H Dv, vdim), w_o (E, H Dv); Dv = value_dim or D."""
 
     def __init__(self, embed_dim, num_heads, head_dim=0, kdim=0, vdim=0, bias=True, dropout=0.0, scale=0.0,
-                 rope=False):
+                 rope=False, value_dim=0):
         super().__init__()
         self.H, self.D = num_heads, head_dim or embed_dim // num_heads
+        self.Dv = value_dim or self.D
         self.rope = rope
-        HD = self.H * self.D
+        HD, HDv = self.H * self.D, self.H * self.Dv
         self.w_q = nn.Linear(embed_dim, HD, bias)
         self.w_k = nn.Linear(kdim or embed_dim, HD, bias)
-        self.w_v = nn.Linear(vdim or embed_dim, HD, bias)
-        self.w_o = nn.Linear(HD, embed_dim, bias)
+        self.w_v = nn.Linear(vdim or embed_dim, HDv, bias)
+        self.w_o = nn.Linear(HDv, embed_dim, bias)
         self.scale = scale or 1.0 / math.sqrt(self.D)
         self.dropout = dropout
         with torch.no_grad():  # qkv's (and PyTorch's) init: Xavier q/k/v, zero biases
@@ -216,7 +218,8 @@ class FeedForward(nn.Module):
 
 
 def make_attention(o, rope=False):
-    return MultiHeadAttention(o.d_model, o.heads, o.head_dim, dropout=o.attn_dropout, scale=o.scale, rope=rope)
+    return MultiHeadAttention(o.d_model, o.heads, o.head_dim, dropout=o.attn_dropout, scale=o.scale, rope=rope,
+                              value_dim=o.value_dim)
 
 
 class EncoderLayer(nn.Module):

@@ -166,13 +166,13 @@ std::vector<GradcheckEntry> make_suite() {
                    return check("MultiHeadAttention self" + tag, [&] { return m.forward(x, x, x, args).output; },
                                 with_params(m, {x}));
                  }});
-    s.push_back({"MultiHeadAttention cross" + tag + " (kdim, vdim)", "layer", [tag, impl] {
+    s.push_back({"MultiHeadAttention cross" + tag + " (kdim, vdim, head_dim, value_dim)", "layer", [tag, impl] {
                    Generator gen(7);
                    nn::MultiHeadAttentionOptions o;
-                   o.embed_dim = C, o.num_heads = 2, o.impl = impl, o.kdim = 3, o.vdim = 5;
+                   o.embed_dim = C, o.num_heads = 2, o.impl = impl, o.kdim = 3, o.vdim = 5, o.head_dim = 2, o.value_dim = 3;
                    nn::MultiHeadAttention<double> m(o, gen);
                    V x = input({B, T, C}, 11), k = input({B, 4, 3}, 12), v = input({B, 4, 5}, 13);
-                   return check("MultiHeadAttention cross" + tag + " (kdim, vdim)", [&] { return m.forward(x, k, v).output; },
+                   return check("MultiHeadAttention cross" + tag + " (kdim, vdim, head_dim, value_dim)", [&] { return m.forward(x, k, v).output; },
                                 with_params(m, {x, k, v}));
                  }});
   }

@@ -287,6 +287,7 @@ std::vector<Field> fields(Config& c) {
           field("model", "d_model", "d_model", m.d_model),
           field("model", "heads", "attn.num_heads", m.attn.num_heads),
           field("model", "head_dim", "attn.head_dim", m.attn.head_dim),
+          field("model", "value_dim", "attn.value_dim", m.attn.value_dim),
           field("model", "layers", "layers", m.layers),
           field("model", "d_ff", "ff.hidden", m.ff.hidden),
           field("model", "dropout", "dropout", m.dropout),

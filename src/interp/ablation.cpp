@@ -120,7 +120,7 @@ std::vector<LayerGate> install(train::TaskModel& model, nn::HookScope<float>& sc
   const auto layers = train::attention_layers(model);
   std::vector<LayerGate> gates(layers.size());
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    const std::size_t H = layers[l].second->num_heads(), D = layers[l].second->head_dim();
+    const std::size_t H = layers[l].second->num_heads(), D = layers[l].second->value_dim();  // z is (B, H, T, Dv)
     bool touched = all;
     Array<float> xi = Array<float>::from_shape({1, H, 1, 1});
     std::fill(xi.begin(), xi.end(), 1.0f);

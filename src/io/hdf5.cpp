@@ -175,9 +175,6 @@ void write_scalar_attribute(hid_t object, const std::string& name, hid_t file_ty
   check(H5Awrite(a, mem_type, v), "cannot write attribute '" + name + "'");
 }
 
-// A number is read only if it is one element of a plain integer (1-8 bytes), an h5py boolean
-// (read as 0 or 1) or, for doubles, also a 4- or 8-byte float; HDF5's conversion to int64/double
-// then has nothing unusual to handle.
 }  // namespace
 
 bool is_bool_enum(hid_t type) {
@@ -198,6 +195,9 @@ bool is_bool_enum(hid_t type) {
 
 namespace {
 
+// A number is read only if it is one element of a plain integer (1-8 bytes), an h5py boolean
+// (read as 0 or 1) or, for doubles, also a 4- or 8-byte float; HDF5's conversion to int64/double
+// then has nothing unusual to handle.
 template <class V>
 V read_number_attribute(hid_t object, const std::string& name, const std::string& path, hid_t mem_type,
                         H5T_class_t want, const char* expected) {

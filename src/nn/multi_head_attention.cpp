@@ -78,12 +78,13 @@ MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& optio
   head_dim_ = options.head_dim ? options.head_dim : E / H;
   if (!options_.kdim) options_.kdim = E;
   if (!options_.vdim) options_.vdim = E;
-  const std::size_t HD = H * head_dim_;
+  value_dim_ = options.value_dim ? options.value_dim : head_dim_;
+  const std::size_t HD = H * head_dim_, HDv = H * value_dim_;
   const bool bias = options.bias;
   w_q = this->register_module("w_q", std::make_shared<Linear<T>>(E, HD, bias, gen));
   w_k = this->register_module("w_k", std::make_shared<Linear<T>>(options_.kdim, HD, bias, gen));
-  w_v = this->register_module("w_v", std::make_shared<Linear<T>>(options_.vdim, HD, bias, gen));
-  w_o = this->register_module("w_o", std::make_shared<Linear<T>>(HD, E, bias, gen));
+  w_v = this->register_module("w_v", std::make_shared<Linear<T>>(options_.vdim, HDv, bias, gen));
+  w_o = this->register_module("w_o", std::make_shared<Linear<T>>(HDv, E, bias, gen));
   // PyTorch's MultiheadAttention._reset_parameters: Xavier projections, zero biases; out_proj
   // keeps the nn.Linear weight init.
   if (!MetaGuard::active()) {

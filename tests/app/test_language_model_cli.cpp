@@ -25,7 +25,7 @@ struct Trained {
 };
 
 // One per test case (test cases run as separate processes, possibly at once).
-Trained trained(const std::string& name) {
+Trained trained(const std::string& name, const std::string& model_extra = "") {
   {
     Trained r;
     r.dir = test::temp_dir("lm_cli_" + name);
@@ -35,7 +35,7 @@ Trained trained(const std::string& name) {
       for (int i = 0; i < 300; ++i) f << "我爱吃苹果。猫喜欢追逐老鼠。the cat chases the mouse " << i % 10 << ".\n";
     }
     r.config = r.dir + "/lm.yaml";
-    std::ofstream(r.config) << "model: {arch: decoder, d_model: 32, heads: 2, layers: 2, d_ff: 64, positional: rope}\n"
+    std::ofstream(r.config) << "model: {arch: decoder, d_model: 32, heads: 2, layers: 2, d_ff: 64, positional: rope" + model_extra + "}\n"
                                "task: {name: text, path: " + r.corpus + ", length: 32, eval_size: 16}\n"
                                "optimizer: {lr: 0.003}\nschedule: {warmup_steps: 5}\n"
                                "train: {steps: 60, batch_size: 16, eval_every: 30, checkpoint_every: 30, threads: 1}\n"
@@ -80,6 +80,25 @@ TEST_CASE("language model cli: generation is a function of the seed, and the KV 
   const auto greedy = qkv({"generate", ck, "--prompt", "the cat", "--max-tokens", "40", "--temperature", "0"});
   const auto greedy2 = qkv({"generate", ck, "--prompt", "the cat", "--max-tokens", "40", "--temperature", "0", "--seed", "9"});
   CHECK(greedy.out == greedy2.out);
+}
+
+TEST_CASE("language model cli: model.value_dim sets the value width apart from d_k: shapes, cached generation, instruments") {
+  // d_model 32, 2 heads: d_k = 16; values of width 24, so w_v is (2 * 24, 32) and w_o (32, 48).
+  const std::string ck = trained("value_dim", ", value_dim: 24").checkpoint;
+  const auto shapes = qkv({"inspect", ck});
+  REQUIRE(shapes.exit_code == 0);
+  CHECK(shapes.out.find("/model/blocks.0.attn.w_v.weight  float32 (48, 32)") != std::string::npos);
+  CHECK(shapes.out.find("/model/blocks.0.attn.w_o.weight  float32 (32, 48)") != std::string::npos);
+  CHECK(shapes.out.find("/model/blocks.0.attn.w_q.weight  float32 (32, 32)") != std::string::npos);
+  const auto a = qkv({"generate", ck, "--prompt", "the cat", "--max-tokens", "30", "--temperature", "0"});
+  const auto b = qkv({"generate", ck, "--prompt", "the cat", "--max-tokens", "30", "--temperature", "0", "--no-cache"});
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.out == b.out);
+  const auto ablate = qkv({"ablate", ck});
+  CHECK_MESSAGE(ablate.exit_code == 0, ablate.describe());
+  const auto explain = qkv({"explain", ck, "--example", "0", "--layer", "1", "--head", "0", "--query", "3"});
+  CHECK_MESSAGE(explain.exit_code == 0, explain.describe());
+  CHECK(explain.out.find("(Dv = 24)") != std::string::npos);
 }
 
 TEST_CASE("language model cli: bad generate arguments exit 2 with a message naming what is wrong") {

@@ -4,6 +4,8 @@
 #include <functional>
 #include <type_traits>
 
+#include <xtensor/xview.hpp>
+
 #include "nn_test_util.hpp"
 #include "qkv/nn/multi_head_attention.hpp"
 #include "qkv/ops/elementwise.hpp"
@@ -41,11 +43,11 @@ struct Ref {
 // allowed(b, h, i, j) says whether query i may attend key j; bias is added to the scores.
 Ref reference(const MultiHeadAttention<double>& m, const Array<double>& q, const Array<double>& k,
               const Array<double>& v, const Pred& allowed, const Bias& bias = nullptr) {
-  const std::size_t H = m.num_heads(), D = m.head_dim();
+  const std::size_t H = m.num_heads(), D = m.head_dim(), Dv = m.value_dim();
   const std::size_t B = q.shape()[0], Tq = q.shape()[1], Tk = k.shape()[1];
   const double scale = m.options().scale.value_or(1.0 / std::sqrt(double(D)));
   Array<double> Q = project(q, *m.w_q), K = project(k, *m.w_k), V = project(v, *m.w_v);
-  Array<double> merged = zeros<double>({B, Tq, H * D});
+  Array<double> merged = zeros<double>({B, Tq, H * Dv});
   Array<double> W = zeros<double>({B, H, Tq, Tk});
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t h = 0; h < H; ++h)
@@ -63,10 +65,10 @@ Ref reference(const MultiHeadAttention<double>& m, const Array<double>& q, const
         double z = 0;
         for (std::size_t j = 0; j < Tk; ++j) z += s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx);
         for (std::size_t j = 0; j < Tk; ++j) W(b, h, i, j) = s[j] == -INFINITY ? 0.0 : std::exp(s[j] - mx) / z;
-        for (std::size_t c = 0; c < D; ++c) {
+        for (std::size_t c = 0; c < Dv; ++c) {
           double o = 0;
-          for (std::size_t j = 0; j < Tk; ++j) o += W(b, h, i, j) * V(b, j, h * D + c);
-          merged(b, i, h * D + c) = o;
+          for (std::size_t j = 0; j < Tk; ++j) o += W(b, h, i, j) * V(b, j, h * Dv + c);
+          merged(b, i, h * Dv + c) = o;
         }
       }
   return {project(merged, *m.w_o), W};
@@ -191,6 +193,47 @@ TEST_CASE("MultiHeadAttention: cross attention, Tk != Tq, kdim and vdim != E, ex
     Ref ref = reference(m, q, k, v, kAll);
     CHECK(test::max_abs_diff(out.output.value(), ref.out) < 1e-12);
     CHECK(test::max_abs_diff(out.weights.value(), ref.weights) < 1e-12);
+  }
+}
+
+TEST_CASE("MultiHeadAttention: value_dim decouples the value width Dv from D: shapes, loop reference, gradcheck, cache") {
+  for (AttentionImpl impl : kImpls) {
+    CAPTURE(impl_name(impl));
+    Generator gen(12);
+    MultiHeadAttentionOptions o;
+    o.embed_dim = 6;
+    o.num_heads = 2;
+    o.head_dim = 2;   // d_k
+    o.value_dim = 5;  // d_v
+    o.impl = impl;
+    MultiHeadAttention<double> m(o, gen);
+    randomise_biases(m, 30);
+    CHECK(m.value_dim() == 5);
+    CHECK(m.w_q->weight.shape() == Shape{4, 6});
+    CHECK(m.w_k->weight.shape() == Shape{4, 6});
+    CHECK(m.w_v->weight.shape() == Shape{10, 6});
+    CHECK(m.w_o->weight.shape() == Shape{6, 10});
+    Array<double> x = test::random_array<double>({2, 4, 6}, 31);
+    MultiHeadAttentionArgs<double> causal;
+    causal.is_causal = true;
+    const Array<double> out = m.forward(Variable<double>(x), Variable<double>(x), Variable<double>(x), causal).output.value();
+    Ref ref = reference(m, x, x, x, [](auto, auto, auto i, auto j) { return j <= i; });
+    CHECK(test::max_abs_diff(out, ref.out) < 1e-12);
+    Variable<double> xv = leaf({2, 4, 6}, 32);
+    test::check_module_grad([&] { return m.forward(xv, xv, xv, causal).output; }, m, {xv});
+    // Decoding with a KV cache (values of width Dv) gives the same rows as the whole sequence.
+    autograd::NoGradGuard no_grad;
+    KVCache<double> cache;
+    MultiHeadAttentionArgs<double> step;
+    step.cache = &cache;
+    for (std::size_t t = 0; t < 4; ++t) {
+      Array<double> xs = xt::view(x, xt::all(), xt::range(t, t + 1), xt::all());
+      Variable<double> vt(xs);
+      const Array<double> row = m.forward(vt, vt, vt, step).output.value();
+      for (std::size_t b = 0; b < 2; ++b)
+        for (std::size_t c = 0; c < 6; ++c) CHECK(row(b, 0, c) == doctest::Approx(out(b, t, c)).epsilon(1e-12));
+    }
+    CHECK(cache.v.shape()[3] == 5);
   }
 }
 

@@ -15,7 +15,7 @@ checks, printing one line per check:
   (c) seq2seq the mirror's held-out loss = `qkv eval`'s (printed) and /metrics/eval_loss (not
               rounded) to 1e-5, with the same token and sequence accuracy (greedy decoding)
   (f) decoder the decoder-only mirror (sinusoidal, learned and rotary positions, tied embeddings,
-              attn_only, post-LN, head_dim, scale; synthetic tasks and a text corpus, char and
+              attn_only, post-LN, head_dim, value_dim, scale; synthetic tasks and a text corpus, char and
               byte): `qkv_torch check` (logits, held-out loss and accuracies, greedy generation
               with and without the KV cache = `qkv generate --temperature 0`, with window jumps),
               text prompts, the KV cache against the whole sequence, rope against a complex-number
@@ -169,7 +169,8 @@ def test_encoder_logits(env, ckpts):
 
 
 def test_round_trip(env, ckpts):
-    for name in ("sort", "post_ln", "head_dim", "s2s", "s2s_post_ln", "dec", "dec_rope", "dec_attn_only", "text"):
+    for name in ("sort", "post_ln", "head_dim", "s2s", "s2s_post_ln", "dec", "dec_rope", "dec_attn_only", "dec_value_dim",
+                 "text"):
         pt, back = env.path(f"{name}.pt"), env.path(f"{name}.back.h5")
         code, _, err = cli("export", ckpts[name], pt)
         check(code == 0, f"(b) {name}: export exits 0", err.strip())
@@ -252,7 +253,7 @@ def test_torch_layers(env, ckpts):
     check.close("torch.nn: dec: float64 decoder-only mirror vs nn.TransformerEncoderLayer with a causal mask", got, want, 1e-10)
 
 
-DECODERS = ("dec", "dec_rope", "dec_attn_only", "dec_recall", "text", "text_byte")
+DECODERS = ("dec", "dec_rope", "dec_attn_only", "dec_value_dim", "dec_recall", "text", "text_byte")
 
 
 def test_decoder(env, ckpts):
@@ -325,7 +326,7 @@ def test_decoder_from_torch(env, ckpts):
     embeddings, rope, attn_only, text with its tokenizer), written by save_checkpoint or by
     `qkv_torch.py import` of a .pt, then qkv logits, qkv eval and qkv generate of that checkpoint
     = the PyTorch model itself; and a fresh mirror built from a config alone."""
-    for name in ("dec", "dec_rope", "dec_attn_only", "text", "text_byte"):
+    for name in ("dec", "dec_rope", "dec_attn_only", "dec_value_dim", "text", "text_byte"):
         model, info = qkv_torch.load(ckpts[name])
         held = qkv_torch.held_out_set(info)
         before = qkv_torch.evaluate(model, held)[0]
@@ -675,6 +676,8 @@ def train_all(env):
                               model__tie_embeddings="true", model__norm_first="false", model__layers=2),
         "dec_attn_only": env.train("dec_attn_only", "sort.yaml", model__arch="decoder", model__attn_only="true",
                                    model__head_dim=4, model__scale=0.3, model__positional="learned"),
+        "dec_value_dim": env.train("dec_value_dim", "sort.yaml", model__arch="decoder", model__head_dim=4,
+                                   model__value_dim=12),
         "dec_recall": env.train("dec_recall", "recall.yaml", model__arch="decoder", model__positional="rope",
                                 model__activation="relu", task__vocab=6, task__pairs=3, task__queries=2),
         "text": env.train("text", "sort.yaml", **text),

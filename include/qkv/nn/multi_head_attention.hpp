@@ -42,6 +42,10 @@ struct MultiHeadAttentionOptions {
   /// D, the width of one head; 0 = E / H (then H must divide E). Nonzero decouples D from E:
   /// the projections map to H * D and w_o maps H * D back to E.
   std::size_t head_dim = 0;
+  /// Dv, the width of one head's value and output z; 0 = D. Nonzero decouples the value width
+  /// from the query/key width: w_v maps to H * Dv and w_o maps H * Dv back to E (Vaswani et al.
+  /// 2017, Table 3 row B varies d_k with d_v fixed). torch.nn.MultiheadAttention has no such option.
+  std::size_t value_dim = 0;
   AttentionImpl impl = AttentionImpl::Fused;
   std::optional<double> scale;  ///< default 1 / sqrt(D)
   /// Rotary position embedding of q and k (qkv::rope) at each query's and key's position, after
@@ -119,7 +123,8 @@ class MultiHeadAttention : public Module<T> {
 
   const MultiHeadAttentionOptions& options() const { return options_; }
   std::size_t num_heads() const { return options_.num_heads; }
-  std::size_t head_dim() const { return head_dim_; }
+  std::size_t head_dim() const { return head_dim_; }    ///< D, of queries and keys
+  std::size_t value_dim() const { return value_dim_; }  ///< Dv, of values and z
 
   std::shared_ptr<Linear<T>> w_q, w_k, w_v, w_o;
   std::shared_ptr<HookPoint<T>> hook_q, hook_k, hook_v, hook_pattern, hook_z, hook_result;
@@ -128,7 +133,7 @@ class MultiHeadAttention : public Module<T> {
   MultiHeadAttentionOutput<T> forward_cached(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
                                              const MultiHeadAttentionArgs<T>& args) const;
   MultiHeadAttentionOptions options_;
-  std::size_t head_dim_ = 0;
+  std::size_t head_dim_ = 0, value_dim_ = 0;
   Generator* generator_ = nullptr;
 };
 

@@ -48,8 +48,9 @@ inline std::uint32_t fmix32(std::uint32_t x) {
 /// threshold = round(p 2^32), so P(drop) = threshold / 2^32 (within 2^-33 of p). For a fixed
 /// key this is a bijection of lo, so a stream has no short cycles; everything is 32-bit, so the
 /// loop in apply() runs 8 (AVX2) or 16 (AVX-512) elements per instruction. (Until 2026-12-02
-/// dropout used uniform_at(seed, counter) < p: one 64-bit hash and a double compare per element,
-/// 9% of a medium training step; the masks, and so the results of runs with dropout, changed.)
+/// dropout used uniform_at(seed, counter) < p: one scalar 64-bit hash and a double compare per
+/// element, 19% of a medium training step with the attention kernel's share, 4% now; the masks,
+/// and so the results of runs with dropout, changed.)
 class DropoutDraws {
  public:
   DropoutDraws(std::uint64_t seed, double p) {
