@@ -68,11 +68,6 @@ struct DropoutMask {
   std::uint64_t row_counter(std::size_t b, std::size_t h, std::size_t i) const {
     return d.first + ((std::uint64_t(b) * H + h) * Tq + i) * Tk;
   }
-  // out[c] = in[c] * keep_scale where kept, else 0, for keys k0..k0+n of row (b, h, i).
-  template <class T>
-  void apply(const T* in, T* out, std::size_t n, std::uint64_t row, std::size_t k0, T keep_scale) const {
-    draws.apply(in, out, n, row + k0, keep_scale);
-  }
 };
 
 // Keys a causal block of queries q0..q0+nq can see: j <= q0 + nq - 1 + offset.
@@ -139,7 +134,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
               m[r] = m_new;
               if (alpha != T(1))
                 for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha;
-              if (drop) dm.apply(s, s, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);
+              if (drop) dm.draws.apply(s, s, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
             }
             gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
           }
@@ -168,7 +163,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
             for (std::size_t r = 0; r < nq; ++r) {
               T* w = W + r * Tk + k0;
               row_exp_shift(w, S + r * kBk, nk, L[r]);
-              if (drop) dm.apply(w, w, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);
+              if (drop) dm.draws.apply(w, w, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
             }
           }
         }
@@ -235,7 +230,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
               const T* Pd = P;
               if (drop) {
                 for (std::size_t r = 0; r < nq; ++r)
-                  dm.apply(P + r * kBk, G + r * kBk, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);
+                  dm.draws.apply(P + r * kBk, G + r * kBk, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
                 Pd = G;
               }
               gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv,
@@ -246,7 +241,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             for (std::size_t r = 0; r < nq; ++r) {
               T* p = P + r * kBk;
               T* g = G + r * kBk;
-              if (drop) dm.apply(g, g, nk, dm.row_counter(b, h, q0 + r), k0, keep_scale);  // G is scratch
+              if (drop) dm.draws.apply(g, g, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);  // G is scratch
               for (std::size_t c = 0; c < nk; ++c) p[c] = p[c] * (g[c] - delta[r]);
             }
             if (dQ)

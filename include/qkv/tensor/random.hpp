@@ -72,12 +72,10 @@ class DropoutDraws {
     while (n > 0) {  // runs of counters with the same high half (one run unless 2^32 is crossed)
       const std::uint32_t lo = static_cast<std::uint32_t>(first), hi = static_cast<std::uint32_t>(first >> 32);
       const std::size_t run = std::min<std::uint64_t>(n, (std::uint64_t(1) << 32) - lo);
-      const std::uint32_t k1 = k1_, k2 = k2_ ^ (hi * 0x9E3779B9u), t = threshold_;
+      const std::uint32_t k1 = k1_, k2 = k2_, t = threshold_;
 #pragma omp simd
-      for (std::size_t i = 0; i < run; ++i) {
-        const std::uint32_t b = fmix32(fmix32((lo + static_cast<std::uint32_t>(i)) ^ k1) ^ k2);
-        out[i] = zero_unless(in[i] * scale, b >= t);
-      }
+      for (std::size_t i = 0; i < run; ++i)
+        out[i] = zero_unless(in[i] * scale, bits(lo + static_cast<std::uint32_t>(i), hi, k1, k2) >= t);
       in += run, out += run, n -= run, first += run;
     }
   }
