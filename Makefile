@@ -51,12 +51,16 @@ bench: deps
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_BENCH=ON -DQKV_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS)
 
-# The experiments of experiments/README.md: about 40 minutes on 2 cores (--quick: a few minutes).
+# The experiments of experiments/README.md: the first report (scripts/run_experiments.sh, about 40
+# minutes on 2 cores) and the second (scripts/experiments/run.sh, about 75 minutes); --quick: a few
+# minutes each, into runs/ only.
 experiments: build
 	scripts/run_experiments.sh --qkv $(BUILD)/qkv
+	scripts/experiments/run.sh --qkv $(BUILD)/qkv
 
 experiments-quick: build
 	scripts/run_experiments.sh --quick --qkv $(BUILD)/qkv
+	scripts/experiments/run.sh --quick --qkv $(BUILD)/qkv
 
 # libFuzzer on the config parser and the checkpoint loader (clang, build-fuzz/), 60 s each.
 fuzz: deps

@@ -42,6 +42,7 @@ class Options:
     norm_first: bool = True     # pre-LN (True) or post-LN
     positional: str = "sinusoidal"
     scale: float = 0.0          # 0 = 1/sqrt(D)
+    qk_init_gain: float = 1.0   # init only (w_q, w_k Xavier gain): loaded weights already carry it
     causal: bool = False        # encoder only: position t sees positions <= t
     max_len: int = 1024         # the decoder's context: the task's length
     tie_embeddings: bool = False  # decoder: head = tok_emb (N(0, 1/C), input scaled by sqrt(C))

@@ -102,6 +102,7 @@ int view(const ViewArgs& args);
 struct SweepArgs {
   std::string file;
   std::vector<std::string> overrides;
+  std::vector<std::uint64_t> seeds;  ///< replace the file's seeds when non-empty
   std::string out;
   int jobs = 1;
   int threads = 0;

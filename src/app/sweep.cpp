@@ -79,7 +79,8 @@ bool finished(const std::string& dir) { return fs::exists(fs::path(dir) / "resul
 
 }  // namespace
 
-SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra) {
+SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra,
+                     const std::vector<std::uint64_t>& seed_override) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -132,6 +133,11 @@ SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& ex
         throw sweep_error(path, x, "seeds", "expected non-negative integers, found '" + x.as<std::string>() + "'");
       }
     }
+  }
+
+  if (!seed_override.empty()) {
+    seeds.clear();
+    for (auto s : seed_override) seeds.push_back(std::to_string(s));
   }
 
   // Every combination of the grid, in order (the last key varies fastest), times every seed.

@@ -18,6 +18,7 @@
 /// unfinished run as soon as they are free. A run is finished when its result.csv exists:
 /// rerunning a sweep skips finished runs and resumes interrupted ones from their last.h5.
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -38,8 +39,10 @@ struct SweepPlan {
 };
 
 /// Read a sweep file and validate every run's config (errors: config::ConfigError with file,
-/// line and key). `extra` overrides apply to every run.
-SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra = {});
+/// line and key). `extra` overrides apply to every run; non-empty `seeds` replace the file's
+/// seeds (`qkv sweep --seeds 1,2`: a quick variant of a sweep).
+SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra = {},
+                     const std::vector<std::uint64_t>& seeds = {});
 
 struct SweepOptions {
   std::string executable;  ///< the qkv binary that trains each run

@@ -297,6 +297,7 @@ std::vector<Field> fields(Config& c) {
           field("model", "positional", "positional", m.positional, nn::positional_names()),
           field("model", "attention", "attn.impl", m.attn.impl, nn::attention_impl_names()),
           field("model", "scale", "attn.scale", m.attn.scale),
+          field("model", "qk_init_gain", "attn.qk_init_gain", m.attn.qk_init_gain),
           field("model", "tie_embeddings", "tie_embeddings", m.tie_embeddings),
           field("model", "attn_only", "attn_only", m.attn_only),
           field("task", "name", "name", t.name, data::task_names()),

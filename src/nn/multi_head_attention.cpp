@@ -1,6 +1,7 @@
 #include "qkv/nn/multi_head_attention.hpp"
 
 #include <array>
+#include <cmath>
 
 #include "qkv/nn/init.hpp"
 #include "qkv/ops/elementwise.hpp"
@@ -60,6 +61,8 @@ void MultiHeadAttentionOptions::validate() const {
   c.in_range(dropout, "dropout", 0, false, 1, true);
   c.require(!scale || *scale > 0, {"scale"},
             "expected a positive scale (or none, meaning 1/sqrt(head_dim)), found " + number_text(scale.value_or(0)));
+  c.require(qk_init_gain > 0 && std::isfinite(qk_init_gain), {"qk_init_gain"},
+            "expected a positive gain, found " + number_text(qk_init_gain));
   const std::size_t D = head_dim ? head_dim : (num_heads ? embed_dim / num_heads : 0);
   c.require(!rope || D % 2 == 0, {"rope", "head_dim"}, "rotary embeddings turn pairs of dimensions: the head width D = " +
                                                           std::to_string(D) + " must be even");
@@ -86,9 +89,10 @@ MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& optio
   w_v = this->register_module("w_v", std::make_shared<Linear<T>>(options_.vdim, HDv, bias, gen));
   w_o = this->register_module("w_o", std::make_shared<Linear<T>>(HDv, E, bias, gen));
   // PyTorch's MultiheadAttention._reset_parameters: Xavier projections, zero biases; out_proj
-  // keeps the nn.Linear weight init.
+  // keeps the nn.Linear weight init. qk_init_gain (default 1) scales the w_q and w_k draws.
   if (!MetaGuard::active()) {
-    for (auto* l : {w_q.get(), w_k.get(), w_v.get()}) l->weight.value() = init::xavier_uniform<T>(l->weight.shape(), 1.0, gen);
+    for (auto* l : {w_q.get(), w_k.get(), w_v.get()})
+      l->weight.value() = init::xavier_uniform<T>(l->weight.shape(), l == w_v.get() ? 1.0 : options.qk_init_gain, gen);
   }
   if (bias && !MetaGuard::active())
     for (auto* l : {w_q.get(), w_k.get(), w_v.get(), w_o.get()}) l->bias.value() = zeros<T>(l->bias.shape());

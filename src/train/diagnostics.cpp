@@ -55,6 +55,30 @@ double head_redundancy(const Array<float>& w) {
   return pairs ? total / pairs : std::numeric_limits<double>::quiet_NaN();
 }
 
+double score_variance(const Array<float>& q, const Array<float>& k) {
+  if (q.dimension() != 4 || k.dimension() != 4 || q.shape()[0] != k.shape()[0] || q.shape()[1] != k.shape()[1] ||
+      q.shape()[3] != k.shape()[3])
+    throw ShapeError("score_variance: q " + shape_str(q.shape()) + " and k " + shape_str(k.shape()) +
+                     " are not (B, H, Tq, D) and (B, H, Tk, D)");
+  const std::size_t BH = q.shape()[0] * q.shape()[1], Tq = q.shape()[2], Tk = k.shape()[2], D = q.shape()[3];
+  double sum = 0, sum_sq = 0;
+  for (std::size_t bh = 0; bh < BH; ++bh)
+    for (std::size_t i = 0; i < Tq; ++i) {
+      const float* qi = q.data() + (bh * Tq + i) * D;
+      for (std::size_t j = 0; j < Tk; ++j) {
+        const float* kj = k.data() + (bh * Tk + j) * D;
+        double s = 0;
+        for (std::size_t d = 0; d < D; ++d) s += double(qi[d]) * kj[d];
+        sum += s;
+        sum_sq += s * s;
+      }
+    }
+  const double n = double(BH * Tq * Tk);
+  if (n == 0) return std::numeric_limits<double>::quiet_NaN();
+  const double mean = sum / n;
+  return std::max(0.0, sum_sq / n - mean * mean);
+}
+
 double gradient_norm(const Variable<float>& p) {
   if (!p.has_grad()) return 0;
   double s = 0;
@@ -68,11 +92,13 @@ std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data
   const bool was_training = model.module().is_training();
   model.module().eval();
   const data::Batch b = rows(eval, 0, std::min(n, eval.inputs.shape()[0]));
-  auto cache = nn::run_with_cache(model.module(), [&] { model.logits(b); }, {"*.hook_pattern"});
+  auto cache = nn::run_with_cache(model.module(), [&] { model.logits(b); }, {"*.hook_pattern", "*.hook_q", "*.hook_k"});
   std::vector<LayerDiagnostics> out;
   for (auto& [name, layer] : attention_layers(model)) {
     const Array<float>& w = cache[name + ".hook_pattern"];
-    out.push_back({name, attention_stats(w), head_redundancy(w)});
+    LayerDiagnostics d{name, attention_stats(w), head_redundancy(w)};
+    d.qk_var = score_variance(cache[name + ".hook_q"], cache[name + ".hook_k"]);
+    out.push_back(d);
   }
   if (was_training) model.module().train();
   return out;

@@ -73,7 +73,7 @@ void MetricsLog::append_csv(const std::string& path) const {
 
 void write_result_csv(const std::string& file, const RunResult& r, const MetricsLog& metrics, double tokens_per_s) {
   // The last diagnostics, averaged over attention layers.
-  std::vector<std::pair<std::string, double>> diag = {{"entropy", 0}, {"max_weight", 0}, {"grad_q", 0}, {"grad_k", 0}, {"redundancy", 0}};
+  std::vector<std::pair<std::string, double>> diag = {{"entropy", 0}, {"max_weight", 0}, {"grad_q", 0}, {"grad_k", 0}, {"redundancy", 0}, {"qk_var", 0}};
   std::size_t layers = 0;
   for (auto& c : metrics.columns()) layers += c.size() > 8 && c.compare(c.size() - 8, 8, ".entropy") == 0;
   for (auto& [name, values] : metrics.history()) {

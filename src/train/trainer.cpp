@@ -38,7 +38,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 std::uint64_t init_seed(std::uint64_t seed) { return hash64(seed, 0x1417); }
 std::uint64_t dropout_seed(std::uint64_t seed) { return hash64(seed, 0xd20f); }
 
-const char* const kDiagnostics[] = {".entropy", ".max_weight", ".grad_q", ".grad_k", ".redundancy"};
+const char* const kDiagnostics[] = {".entropy", ".max_weight", ".grad_q", ".grad_k", ".redundancy", ".qk_var"};
 
 // One run: what it trains (task, data, model, optimizer, schedule), where it writes, and its state.
 class Run {
@@ -186,7 +186,8 @@ class Run {
     layers.resize(attention_layers(*model_).size());  // without diagnostics: NaN statistics
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const auto qk = l < qk_norms_.size() ? qk_norms_[l] : std::pair<double, double>{NAN, NAN};
-      row.insert(row.end(), {layers[l].stats.entropy, layers[l].stats.max_weight, qk.first, qk.second, layers[l].redundancy});
+      row.insert(row.end(), {layers[l].stats.entropy, layers[l].stats.max_weight, qk.first, qk.second, layers[l].redundancy,
+                                layers[l].qk_var});
     }
     metrics_.add(row);
     if (dp_.is_root()) metrics_.append_csv(path("metrics.csv"));

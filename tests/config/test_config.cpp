@@ -172,7 +172,7 @@ TEST_CASE("config: to_yaml writes every key and keeps awkward values exact") {
   std::string y = to_yaml(c);
   for (const char* key : {"seed:", "arch:", "d_model:", "heads:", "head_dim:", "layers:", "d_ff:", "dropout:",
                           "attn_dropout:", "activation:", "norm_first:", "positional:", "attention:", "scale:",
-                          "vocab:", "length:", "pairs:", "queries:", "eval_size:", "train_size:", "lr:",
+                          "qk_init_gain:", "vocab:", "length:", "pairs:", "queries:", "eval_size:", "train_size:", "lr:",
                           "weight_decay:", "beta1:", "beta2:", "eps:", "momentum:", "dampening:", "nesterov:",
                           "decay_bias_and_norm:", "clip_grad_norm:", "warmup_steps:", "step_size:", "min_lr:",
                           "gamma:", "steps:", "batch_size:", "eval_every:", "checkpoint_every:", "log_every:",
@@ -222,6 +222,7 @@ TEST_CASE("config: malformed files name file, line, key, expected and found") {
        {"bad.yaml:3: model.heads:", "divisible", "64", "5"}},
       {"dropout of 1", "model:\n  dropout: 1.0\n", {"bad.yaml:2: model.dropout:", "[0, 1)", "found 1"}},
       {"negative dropout", "model:\n  attn_dropout: -0.1\n", {"bad.yaml:2: model.attn_dropout:", "[0, 1)", "-0.1"}},
+      {"zero qk gain", "model:\n  qk_init_gain: 0\n", {"bad.yaml:2: model.qk_init_gain:", "positive gain", "found 0"}},
       {"zero lr", "optimizer:\n  lr: 0\n", {"bad.yaml:2: optimizer.lr:", "(0, inf)", "found 0"}},
       {"negative lr", "optimizer:\n  lr: -1e-3\n", {"bad.yaml:2: optimizer.lr:", "found -0.001"}},
       {"beta of 1", "optimizer:\n  beta2: 1\n", {"bad.yaml:2: optimizer.beta2:", "[0, 1)"}},

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "qkv/tensor/random.hpp"
 #include "qkv/train/diagnostics.hpp"
 
 using namespace qkv;
@@ -42,4 +43,23 @@ TEST_CASE("diagnostics: head redundancy is the mean pairwise cosine of the heads
   const double r = train::head_redundancy(maps(3, {1, 0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, u, u, u, u, u, u}));
   CHECK(r == doctest::Approx((1 + 2 * c) / 3).epsilon(1e-6));
   CHECK(std::isnan(train::head_redundancy(maps(1, {1, 0, 0, 0, 1, 0}))));
+}
+
+TEST_CASE("diagnostics: score variance is the variance of q . k over examples, heads and pairs") {
+  // One head, two queries, two keys: scores 1, 3, 2, 0; mean 1.5, E[s^2] 3.5, variance 1.25.
+  Array<float> q = Array<float>::from_shape({1, 1, 2, 2}), k = Array<float>::from_shape({1, 1, 2, 2});
+  const float qv[] = {1, 0, 0, 2}, kv[] = {1, 1, 3, 0};
+  std::copy(qv, qv + 4, q.data());
+  std::copy(kv, kv + 4, k.data());
+  CHECK(train::score_variance(q, k) == doctest::Approx(1.25));
+  // Unit-variance independent components: Var(q . k) = D (the footnote of Vaswani et al.).
+  Generator gen(3);
+  for (std::size_t D : {4, 64}) {
+    Array<float> a = Array<float>::from_shape({8, 2, 16, D}), b = Array<float>::from_shape({8, 2, 16, D});
+    for (auto* arr : {&a, &b})
+      for (std::size_t i = 0; i < arr->size(); ++i) arr->data()[i] = float(gen.normal());
+    CHECK(train::score_variance(a, b) == doctest::Approx(double(D)).epsilon(0.15));
+  }
+  CHECK_THROWS_WITH_AS(train::score_variance(q, Array<float>::from_shape({1, 1, 2, 3})),
+                       doctest::Contains("score_variance: q (1, 1, 2, 2) and k (1, 1, 2, 3)"), ShapeError);
 }

@@ -96,6 +96,11 @@ TEST_CASE("sweep: the plan is every grid combination times every seed, last key 
   CHECK(cfg.seed == 4);
   CHECK(cfg.train.steps == 700);
   CHECK(cfg.train.batch_size == 8);
+  // --seeds replaces the file's seeds.
+  auto quick = app::load_sweep(dir + "/s.yaml", {}, {9});
+  REQUIRE(quick.runs.size() == 4);
+  CHECK(quick.runs[0].name == "heads=1_scale=0_seed=9");
+  CHECK(config::load_config(quick.base, quick.runs[3].overrides).seed == 9);
 }
 
 TEST_CASE("sweep: bad sweep files name the file, line and key") {
@@ -142,8 +147,9 @@ TEST_CASE("sweep: a tiny sweep end to end - runner, results table, rerun skips, 
     auto metrics = read_csv(run_dir + "/metrics.csv");
     REQUIRE(metrics.size() == 2);
     for (const char* c : {"blocks.0.attn.entropy", "blocks.0.attn.max_weight", "blocks.0.attn.grad_q",
-                          "blocks.0.attn.grad_k", "blocks.0.attn.redundancy"})
+                          "blocks.0.attn.grad_k", "blocks.0.attn.redundancy", "blocks.0.attn.qk_var"})
       CHECK(metrics[1].count(c) == 1);
+    CHECK(std::stod(metrics[1]["blocks.0.attn.qk_var"]) > 0);
     const double entropy = std::stod(metrics[1]["blocks.0.attn.entropy"]);
     CHECK(entropy > 0);
     CHECK(entropy <= std::log(6.0) + 1e-6);  // at most log(Tk); Tk = 2 pairs * 2 + 2 queries

@@ -132,6 +132,33 @@ TEST_CASE("MultiHeadAttention: parameter names, shapes and init") {
   CHECK(n.parameters().size() == 4);
 }
 
+TEST_CASE("MultiHeadAttention: qk_init_gain scales the w_q and w_k draws (unscaled with gain D^-1/4 starts where scaled starts)") {
+  MultiHeadAttentionOptions o;
+  o.embed_dim = 32;
+  o.num_heads = 2;  // D = 16, D^(-1/4) = 0.5: every scaling below is exact in floating point
+  Generator g1(7), g2(7);
+  MultiHeadAttention<float> scaled(o, g1);
+  MultiHeadAttentionOptions u = o;
+  u.scale = 1.0;
+  u.qk_init_gain = 0.5;
+  MultiHeadAttention<float> unscaled(u, g2);
+  for (std::size_t i = 0; i < scaled.w_q->weight.size(); ++i) {
+    CHECK(unscaled.w_q->weight.value().data()[i] == 0.5f * scaled.w_q->weight.value().data()[i]);
+    CHECK(unscaled.w_k->weight.value().data()[i] == 0.5f * scaled.w_k->weight.value().data()[i]);
+    CHECK(unscaled.w_v->weight.value().data()[i] == scaled.w_v->weight.value().data()[i]);
+  }
+  Variable<float> x(test::random_array<float>({2, 5, 32}, 4));
+  MultiHeadAttentionArgs<float> args;
+  args.need_weights = true;
+  args.average_attn_weights = false;
+  auto a = scaled.forward(x, x, x, args), b = unscaled.forward(x, x, x, args);
+  CHECK(test::max_abs_diff(a.weights.value(), b.weights.value()) < 1e-6);
+  CHECK(test::max_abs_diff(a.output.value(), b.output.value()) < 1e-6);
+  u.qk_init_gain = 0;
+  CHECK_THROWS_WITH_AS(MultiHeadAttention<float>{u}, doctest::Contains("qk_init_gain: expected a positive gain, found 0"),
+                       OptionError);
+}
+
 TEST_CASE("MultiHeadAttention: a head count that does not divide embed_dim is a clear error") {
   MultiHeadAttentionOptions o;
   o.embed_dim = 10;

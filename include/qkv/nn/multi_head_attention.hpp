@@ -48,12 +48,17 @@ struct MultiHeadAttentionOptions {
   std::size_t value_dim = 0;
   AttentionImpl impl = AttentionImpl::Fused;
   std::optional<double> scale;  ///< default 1 / sqrt(D)
+  /// Gain of the Xavier-uniform init of w_q and w_k (w_v keeps gain 1): both are multiplied by
+  /// qk_init_gain, so every q . k at step 0 by qk_init_gain^2. With scale 1 (unscaled) and
+  /// qk_init_gain = D^(-1/4) the layer computes at step 0 exactly what the scaled default does
+  /// (experiments/scale/README.md). Positive; torch.nn.MultiheadAttention has no such option.
+  double qk_init_gain = 1.0;
   /// Rotary position embedding of q and k (qkv::rope) at each query's and key's position, after
   /// the heads are split (self-attention of a decoder; Su et al. 2021). Needs D even.
   bool rope = false;
   double rope_base = 10000.0;
   /// embed_dim and num_heads positive, H divides E unless head_dim is set, dropout in [0, 1),
-  /// scale positive when set, D even with rope; throws OptionError.
+  /// scale positive when set, qk_init_gain positive, D even with rope; throws OptionError.
   void validate() const;
 };
 

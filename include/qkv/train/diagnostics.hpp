@@ -23,6 +23,12 @@ AttentionStats attention_stats(const Array<float>& weights);
 /// heads' (Tq x Tk) maps. 1 = every head attends identically. NaN with a single head.
 double head_redundancy(const Array<float>& weights);
 
+/// Variance of the raw scores q_i . k_j (before the softmax scale) over every example, head and
+/// query-key pair (masked pairs included) of q (B, H, Tq, D) and k (B, H, Tk, D), in double:
+/// E[s^2] - E[s]^2. The quantity the 1/sqrt(d_k) argument is about (Vaswani et al. 2017,
+/// footnote 4: with unit-variance components it is d_k); the scaled softmax sees it times scale^2.
+double score_variance(const Array<float>& q, const Array<float>& k);
+
 /// L2 norm of one parameter's gradient (0 when it has none), summed in order in double.
 double gradient_norm(const Variable<float>& parameter);
 
@@ -32,12 +38,13 @@ struct LayerDiagnostics {
   std::string name;            ///< the layer's dotted name ("blocks.0.attn")
   AttentionStats stats{NAN, NAN};
   double redundancy = NAN;
+  double qk_var = NAN;                ///< score_variance of the layer's q and k
   double grad_q = NAN, grad_k = NAN;  ///< L2 norms of the W_q and W_k gradients (set by the caller)
 };
 /// Per attention layer (model order): statistics of its weights on the first `n` examples of
 /// `eval`, read through the layers' hook_pattern points in eval mode without recording (the
 /// model's mode is restored). Metric column suffixes: ".entropy", ".max_weight", ".grad_q",
-/// ".grad_k", ".redundancy".
+/// ".grad_k", ".redundancy", ".qk_var".
 std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n);
 
 }  // namespace qkv::train

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The experiments of the second report (experiments/README.md, "Experiments v2"): sweeps, test-split
+# scoring, tables and figures, each experiment alone or all of them.
+#
+#   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
+#
+# NAME: induction, dk_width, scale, retrieval (default: all four).
+# Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 75 minutes on 2 cores in all
+#   (induction 20, dk_width 15, scale 35, retrieval 5).
+# --quick: 2 seeds and a few hundred steps per run, into runs/exp-quick/NAME (report included);
+#   nothing committed is touched. A few minutes.
+# --report-only: no training; score and report what the sweep directories hold.
+# Every number in a table is on the test split; the validation split stops training and picks
+# the learning rate (docs/experiment-method.md). Training runs under nice, one thread each.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+quick=0 jobs=2 qkv=build/qkv report_only=0 names=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1 ;;
+    --jobs) jobs="$2"; shift ;;
+    --qkv) qkv="$2"; shift ;;
+    --report-only) report_only=1 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    induction|dk_width|scale|retrieval) names+=("$1") ;;
+    *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale retrieval)
+[ -x "$qkv" ] || { echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
+qkv=$(realpath "$qkv")
+py=/usr/bin/python3
+S=scripts/experiments
+runs=runs/exp
+quick_args=()
+if [ $quick = 1 ]; then runs=runs/exp-quick; quick_args=(--seeds 1,2); fi
+
+# sweep FILE NAME [--set K=V...]: one sweep into $runs/NAME (finished runs are skipped).
+sweep() {
+  local file=$1 name=$2; shift 2
+  [ $report_only = 1 ] && return 0
+  nice -n 10 "$qkv" sweep "$file" --out "$runs/$name" --jobs "$jobs" --threads 1 "${quick_args[@]}" "$@"
+}
+# Where the report goes: the experiment's own directory (full) or beside the quick sweeps.
+out_dir() { if [ $quick = 1 ]; then echo "$runs/$1/report"; else echo "experiments/$1"; fi; }
+
+induction() {
+  local o; o=$(out_dir induction); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=300 --set train.eval_every=50)
+  sweep experiments/induction/sweep.yaml induction "${q[@]}"
+  $py $S/score.py $runs/induction --out "$o/runs.csv" --heads "$o/heads.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/induction.py $runs/induction "$o/runs.csv" "$o/heads.csv" "$o" --qkv "$qkv" > "$o/results.md"
+}
+
+dk_width() {
+  local o; o=$(out_dir dk_width); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  for h in 2 8 32; do sweep experiments/dk_width/h$h.yaml dk_width/h$h "${q[@]}"; done
+  $py $S/score.py $runs/dk_width/h2 $runs/dk_width/h8 $runs/dk_width/h32 --columns model.heads,model.value_dim \
+      --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
+  {
+    $py $S/report.py table "$o/runs.csv" --group model.heads,model.head_dim --select-lr val_token_acc:max \
+        --metric 'test_token_acc:success>=0.99' --metric steps_to_target:time --metric test_token_acc:median \
+        --title "d_k and heads with the value width fixed (H x d_v = 64): recall, test split"
+    echo
+    $py $S/report.py plot-rate "$o/runs.csv" --x model.head_dim --series model.heads --logx \
+        --label model.heads=2:"2 heads" --label model.heads=8:"8 heads" --label model.heads=32:"32 heads" \
+        --metric 'test_token_acc:success>=0.99' --select-lr val_token_acc:max --out "$o/solved.png" \
+        --title "Recall solved (test token accuracy >= 99%) against d_k, per head count"
+  } > "$o/results.md"
+}
+
+scale() {
+  local o; o=$(out_dir scale); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  sweep experiments/scale/scaled.yaml scale/scaled "${q[@]}"
+  sweep experiments/scale/unscaled.yaml scale/unscaled "${q[@]}"
+  local d comp=()
+  for d in 16 64 256 512; do
+    sweep experiments/scale/compensated_dk$d.yaml scale/compensated_dk$d "${q[@]}"
+    comp+=("$runs/scale/compensated_dk$d")
+  done
+  $py $S/score.py $runs/scale/scaled --label arm=scaled --columns model.head_dim --out "$o/scaled.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/score.py $runs/scale/unscaled --label arm=unscaled --columns model.head_dim --out "$o/unscaled.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/score.py "${comp[@]}" --label arm=compensated --columns model.head_dim --out "$o/compensated.csv" --jobs "$jobs" --qkv "$qkv"
+  # q . k at (almost) initialisation: one training step of every arm, d_k and seed.
+  [ $report_only = 1 ] || $py $S/scale.py init-variance --qkv "$qkv" --out "$o/init_variance.csv" $([ $quick = 1 ] && echo --seeds 1,2)
+  {
+    $py $S/report.py table "$o/scaled.csv" "$o/unscaled.csv" "$o/compensated.csv" --group arm,model.head_dim \
+        --select-lr val_token_acc:max --metric 'test_token_acc:success>=0.99' --metric steps_to_target:time \
+        --metric test_token_acc:median --compare arm=scaled \
+        --title "Scaled, unscaled and unscaled with W_q, W_k init x d_k^(-1/4): recall, one head, test split"
+    echo
+    $py $S/report.py plot-rate "$o/scaled.csv" "$o/unscaled.csv" "$o/compensated.csv" --x model.head_dim --series arm --logx \
+        --label arm=scaled:"scaled (1/sqrt(d_k))" --label arm=unscaled:"unscaled" \
+        --label arm=compensated:"unscaled, W_q and W_k init x d_k^(-1/4)" \
+        --metric 'test_token_acc:success>=0.99' --select-lr val_token_acc:max --out "$o/solved.png" \
+        --title "Recall solved (test token accuracy >= 99%) against d_k"
+    echo
+    $py $S/scale.py variance "$o/init_variance.csv" "$o/scaled.csv" "$o/unscaled.csv" "$o/compensated.csv" \
+        --sweeps "$runs/scale" --out "$o/variance.png"
+  } > "$o/results.md"
+}
+
+retrieval() {
+  local o; o=$(out_dir retrieval); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=300)
+  sweep experiments/retrieval/sweep.yaml retrieval "${q[@]}"
+  $py $S/retrieval.py $runs/retrieval "$o" --qkv "$qkv" > "$o/results.md"  # runs.csv, heads.csv and the tables
+}
+
+for n in "${names[@]}"; do
+  echo "== $n ($(date -u +%T))"
+  "$n"
+done
+echo "done ($(date -u +%T)): reports in $( [ $quick = 1 ] && echo "$runs/*/report" || echo "experiments/*/")"

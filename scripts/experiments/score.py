@@ -1,0 +1,184 @@
+#!/usr/bin/python3
+"""Score every finished run of one or more `qkv sweep` directories on the **test split**, into
+one per-run CSV (docs/experiment-method.md): the table the experiment reports are made from.
+
+    score.py SWEEP_DIR... --out RUNS.csv [--heads HEADS.csv] [--prune] [--tolerance 0.01]
+             [--label KEY=VALUE]... [--columns KEY,...] [--jobs 2] [--qkv build/qkv]
+
+Per run (a row of SWEEP_DIR/results.csv whose status is steps, target or diverged), with the best
+checkpoint by validation (`best.h5`):
+- `qkv eval`: val_loss, val_token_acc, val_seq_acc and test_loss, test_token_acc, test_seq_acc
+  (plus *_bits_per_char for text); the validation split chose the checkpoint and the lr, the
+  test split is only reported;
+- `--prune`: `qkv ablate --prune` (Michel et al. 2019: heads removed one at a time, least
+  important first, importance measured on the validation split) gives heads_total and
+  heads_removable, the most heads removed with test token accuracy within --tolerance of the
+  intact model's (for text, test loss within --tolerance bits per char), and their fraction;
+- `--heads FILE`: `qkv heads` (pattern scores of every head on test examples) into FILE, one row
+  per run and head.
+`--label arm=compensated` adds a column, `--columns model.heads,model.value_dim` one per config key
+(read from each run's resolved config.yaml), right after `run`, so report.py takes them for grid
+keys: sweeps whose settings live in `set:` rather than `grid:` can then be pooled with others.
+Every row also gets lr (the run's optimizer.lr), cpu, isa and blas (the kernel `qkv info` names).
+Runs are scored --jobs at a time, each on one thread.
+"""
+import argparse
+import concurrent.futures
+import csv
+import math
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import machine  # noqa: E402
+
+FINISHED = ("steps", "target", "diverged")
+EVAL_ROWS = {"loss (nats/token)": "loss", "token accuracy": "token_acc", "sequence accuracy": "seq_acc",
+             "bits per char": "bits_per_char"}
+
+
+def run_qkv(binary, *args, threads=True):
+    r = subprocess.run([binary, *args, *(["--threads", "1"] if threads else [])], capture_output=True, text=True, timeout=3600)
+    if r.returncode != 0:
+        raise RuntimeError(f"qkv {' '.join(args)} failed: {r.stderr.strip()}")
+    return r.stdout
+
+
+def parse_eval(out):
+    """`qkv eval` prints one row per metric with a validation and a test column."""
+    got = {}
+    for line in out.splitlines():
+        m = re.match(r"\s+(\S.*?)\s{2,}(-?[\d.]+|nan)(%?)\s+(-?[\d.]+|nan)(%?)\s*$", line)
+        if not m or m.group(1) not in EVAL_ROWS:
+            continue
+        name = EVAL_ROWS[m.group(1)]
+        scale = 0.01 if m.group(3) else 1.0
+        got["val_" + name] = float(m.group(2)) * scale
+        got["test_" + name] = float(m.group(4)) * scale
+    if "test_loss" not in got:
+        raise RuntimeError(f"cannot read qkv eval's output:\n{out}")
+    return got
+
+
+def resolved_config(run_dir):
+    """{"section.key": "value"} of the run's config.yaml (qkv's resolved config: top-level scalars and
+    one level of sections, values as written, strings unquoted)."""
+    out, section = {}, ""
+    for line in (run_dir / "config.yaml").read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, _, value = line.strip().partition(":")
+        value = value.strip().strip('"')
+        if not line.startswith(" "):
+            section = key if not value else ""
+            if value:
+                out[key] = value
+        else:
+            out[f"{section}.{key}"] = value
+    return out
+
+
+def prune(binary, ck, tolerance, text_task):
+    """(heads_total, heads_removable) from `qkv ablate --prune`'s CSV: removed, loss, token_accuracy."""
+    rows = csv_of(binary, "ablate", ck, "--prune")
+    intact = next(r for r in rows if int(r["removed"]) == 0)
+    total = max(int(r["removed"]) for r in rows)
+    ok = 0
+    for r in sorted(rows, key=lambda r: int(r["removed"])):
+        if text_task:
+            within = (float(r["loss"]) - float(intact["loss"])) / math.log(2) <= tolerance
+        else:
+            within = float(r["token_accuracy"]) >= float(intact["token_accuracy"]) - tolerance
+        if not within:
+            break
+        ok = int(r["removed"])
+    return total, ok
+
+
+def score(a, sweep_row, run_dir):
+    ck = str(run_dir / "best.h5")
+    config = resolved_config(run_dir)
+    row = {"run": sweep_row["run"], **{k: config[k] for k in a.columns}, **sweep_row}
+    row["lr"] = float(config["optimizer.lr"])
+    row.update(parse_eval(run_qkv(a.qkv, "eval", ck)))
+    heads = []
+    if a.prune:
+        total, ok = prune(a.qkv, ck, a.tolerance, "test_bits_per_char" in row)
+        row.update(heads_total=total, heads_removable=ok, removable_fraction=ok / total if total else math.nan)
+    if a.heads:
+        settings = {k: v for k, v in sweep_row.items() if k in a.setting_keys}
+        for h in csv_of(a.qkv, "heads", ck):
+            heads.append({"run": sweep_row["run"], **settings, "lr": row["lr"], **h})
+    return row, heads
+
+
+def csv_of(binary, command, ck, *args):
+    """The rows of the CSV that `qkv COMMAND ck ARGS --csv FILE` writes."""
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "out.csv"
+        run_qkv(binary, command, ck, *args, "--csv", str(path))
+        return list(csv.DictReader(open(path)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sweeps", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--heads", type=Path)
+    ap.add_argument("--prune", action="store_true")
+    ap.add_argument("--tolerance", type=float, default=0.01)
+    ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--columns", type=lambda v: [k for k in v.split(",") if k], default=[])
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--qkv", default=str(Path(__file__).resolve().parents[2] / "build" / "qkv"))
+    a = ap.parse_args()
+
+    work = []
+    for sweep in a.sweeps:
+        results = sweep / "results.csv"
+        if not results.exists():
+            sys.exit(f"score.py: {results} not found (a `qkv sweep` directory?)")
+        rows = list(csv.DictReader(open(results)))
+        labels = dict(item.split("=", 1) for item in a.label)
+        rows = [{"run": r["run"], **labels, **{k: v for k, v in r.items() if k != "run"}} for r in rows]
+        for r in rows:
+            if r["status"] in FINISHED and (sweep / "runs" / r["run"] / "best.h5").exists():
+                work.append((r, sweep / "runs" / r["run"]))
+            else:
+                print(f"score.py: skipping {sweep}/runs/{r['run']} (status {r['status']})", file=sys.stderr)
+    if not work:
+        sys.exit("score.py: no finished runs")
+    keys = list(work[0][0])
+    a.setting_keys = set(keys[1:keys.index("seed") + 1]) | set(a.columns)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+        scored = list(pool.map(lambda w: score(a, *w), work))
+
+    cpu, flags = machine.cpu_info()
+    blas = re.search(r"kernel (\S+)", run_qkv(a.qkv, "info", threads=False))
+    hw = {"cpu": cpu, "isa": machine.isa(flags), "blas": blas.group(1) if blas else "unknown"}
+    fields = []
+    for row, _ in scored:
+        fields += [k for k in row if k not in fields]
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(a.out, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields + list(hw), restval="nan")
+        w.writeheader()
+        for row, _ in scored:
+            w.writerow({**row, **hw})
+    print(f"score.py: {len(scored)} runs -> {a.out}")
+    if a.heads:
+        heads = [h for _, hs in scored for h in hs]
+        with open(a.heads, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(heads[0]) + list(hw))
+            w.writeheader()
+            for h in heads:
+                w.writerow({**h, **hw})
+        print(f"score.py: {len(heads)} heads -> {a.heads}")
+
+
+if __name__ == "__main__":
+    main()
