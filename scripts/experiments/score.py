@@ -37,7 +37,7 @@ import machine  # noqa: E402
 
 FINISHED = ("steps", "target", "diverged")
 EVAL_ROWS = {"loss (nats/token)": "loss", "token accuracy": "token_acc", "sequence accuracy": "seq_acc",
-             "bits per char": "bits_per_char"}
+             "bits/char": "bits_per_char", "perplexity": "perplexity"}
 
 
 def run_qkv(binary, *args, threads=True):
