@@ -4,10 +4,10 @@
 #
 #   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, retrieval (default: all four).
+# NAME: induction, dk_width, scale, heads, retrieval (default: all five).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 75 minutes on 2 cores in all
-#   (induction 20, dk_width 15, scale 35, retrieval 5).
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 2 hours on 2 cores in all
+#   (induction 20, dk_width 20, scale 35, heads 35, retrieval 5).
 # --quick: 2 seeds and a few hundred steps per run, into runs/exp-quick/NAME (report included);
 #   nothing committed is touched. A few minutes.
 # --report-only: no training; score and report what the sweep directories hold.
@@ -24,12 +24,12 @@ while [ $# -gt 0 ]; do
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    induction|dk_width|scale|retrieval) names+=("$1") ;;
+    induction|dk_width|scale|heads|retrieval) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale retrieval)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads retrieval)
 [ -x "$qkv" ] || { echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
 qkv=$(realpath "$qkv")
 py=/usr/bin/python3
@@ -102,6 +102,25 @@ scale() {
     echo
     $py $S/scale.py variance "$o/init_variance.csv" "$o/scaled.csv" "$o/unscaled.csv" "$o/compensated.csv" \
         --sweeps "$runs/scale" --out "$o/variance.png"
+  } > "$o/results.md"
+}
+
+heads() {
+  local o; o=$(out_dir heads); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  sweep experiments/heads/recall.yaml heads/recall "${q[@]}"
+  sweep experiments/heads/fortunes.yaml heads/fortunes "${q[@]}"
+  $py $S/score.py $runs/heads/recall --prune --tolerance 0.01 --out "$o/recall.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/score.py $runs/heads/fortunes --prune --tolerance 0.02 --heads "$o/fortunes_heads.csv" \
+      --out "$o/fortunes.csv" --jobs "$jobs" --qkv "$qkv"
+  {
+    $py $S/report.py table "$o/recall.csv" --group model.heads --select-lr val_token_acc:max \
+        --metric 'test_token_acc:success>=0.99' --metric steps_to_target:time --metric removable_fraction:median \
+        --compare model.heads=4 --title "Heads at fixed width: recall, test split"
+    echo
+    $py $S/report.py table "$o/fortunes.csv" --group model.heads --select-lr val_loss:min \
+        --metric test_bits_per_char:mean --metric removable_fraction:mean --compare model.heads=4 --test welch \
+        --title "Heads at fixed width: fortunes char LM, test bits per char"
   } > "$o/results.md"
 }
 
