@@ -2,14 +2,17 @@
 """Score every finished run of one or more `qkv sweep` directories on the **test split**, into
 one per-run CSV (docs/experiment-method.md): the table the experiment reports are made from.
 
-    score.py SWEEP_DIR... --out RUNS.csv [--heads HEADS.csv] [--prune] [--tolerance 0.01]
+    score.py SWEEP_DIR... --out RUNS.csv [--heads HEADS.csv] [--prune] [--tolerance 0.01] [--train]
+             [--checkpoint best.h5|last.h5]
              [--label KEY=VALUE]... [--columns KEY,...] [--jobs 2] [--qkv build/qkv]
 
 Per run (a row of SWEEP_DIR/results.csv whose status is steps, target or diverged), with the best
-checkpoint by validation (`best.h5`):
+checkpoint by validation token accuracy (`best.h5`; `--checkpoint last.h5`: the last, no early
+stopping):
 - `qkv eval`: val_loss, val_token_acc, val_seq_acc and test_loss, test_token_acc, test_seq_acc
   (plus *_bits_per_char for text); the validation split chose the checkpoint and the lr, the
-  test split is only reported;
+  test split is only reported; `--train` adds train_* (`qkv eval --train`: the start of the
+  training stream, the fixed set when task.train_size > 0) for train/test gaps;
 - `--prune`: `qkv ablate --prune` (Michel et al. 2019: heads removed one at a time, least
   important first, importance measured on the validation split) gives heads_total and
   heads_removable, the most heads removed with test token accuracy within --tolerance of the
@@ -48,16 +51,22 @@ def run_qkv(binary, *args, threads=True):
 
 
 def parse_eval(out):
-    """`qkv eval` prints one row per metric with a validation and a test column."""
-    got = {}
+    """`qkv eval` prints one row per metric with a validation and a test column ([train,]
+    validation, test with --train)."""
+    got, prefixes = {}, None
     for line in out.splitlines():
-        m = re.match(r"\s+(\S.*?)\s{2,}(-?[\d.]+|nan)(%?)\s+(-?[\d.]+|nan)(%?)\s*$", line)
-        if not m or m.group(1) not in EVAL_ROWS:
+        words = line.split()
+        if prefixes is None and words and words[-2:] == ["validation", "test"]:
+            prefixes = {"train": "train_", "validation": "val_", "test": "test_"}
+            prefixes = [prefixes[w] for w in words]
             continue
-        name = EVAL_ROWS[m.group(1)]
-        scale = 0.01 if m.group(3) else 1.0
-        got["val_" + name] = float(m.group(2)) * scale
-        got["test_" + name] = float(m.group(4)) * scale
+        m = re.match(r"\s+(\S.*?)\s{2,}((?:\s*(?:-?[\d.]+|nan)%?)+)\s*$", line)
+        if not prefixes or not m or m.group(1) not in EVAL_ROWS:
+            continue
+        cells = m.group(2).split()
+        for prefix, cell in zip(prefixes, cells):
+            scale = 0.01 if cell.endswith("%") else 1.0
+            got[prefix + EVAL_ROWS[m.group(1)]] = float(cell.rstrip("%")) * scale
     if "test_loss" not in got:
         raise RuntimeError(f"cannot read qkv eval's output:\n{out}")
     return got
@@ -99,11 +108,11 @@ def prune(binary, ck, tolerance, text_task):
 
 
 def score(a, sweep_row, run_dir):
-    ck = str(run_dir / "best.h5")
+    ck = str(run_dir / a.checkpoint)
     config = resolved_config(run_dir)
     row = {"run": sweep_row["run"], **{k: config[k] for k in a.columns}, **sweep_row}
     row["lr"] = float(config["optimizer.lr"])
-    row.update(parse_eval(run_qkv(a.qkv, "eval", ck)))
+    row.update(parse_eval(run_qkv(a.qkv, "eval", ck, *(["--train"] if a.train else []))))
     heads = []
     if a.prune:
         total, ok = prune(a.qkv, ck, a.tolerance, "test_bits_per_char" in row)
@@ -129,6 +138,8 @@ def main():
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--heads", type=Path)
     ap.add_argument("--prune", action="store_true")
+    ap.add_argument("--train", action="store_true")
+    ap.add_argument("--checkpoint", default="best.h5", help="best.h5 (default) or last.h5")
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--columns", type=lambda v: [k for k in v.split(",") if k], default=[])

@@ -66,24 +66,45 @@ int train(const TrainArgs& a) {
   });
 }
 
-int eval(const std::string& path, const std::vector<std::string>& overrides, int threads) {
+int eval(const std::string& path, const std::vector<std::string>& overrides, int threads, bool with_train) {
   return guarded([&] {
     if (threads > 0) set_num_threads(threads);
     Loaded l = load(path, overrides);
-    const train::EvalMetrics val = train::evaluate(*l.model, l.data->eval_set(), 256);
-    const train::EvalMetrics test = train::evaluate(*l.model, l.data->test_set(), 256);
-    std::printf("%s: %s, %zu validation and %zu test examples\n", path.c_str(), l.task->name().c_str(),
-                l.data->eval_set().size(), l.data->test_set().size());
-    std::printf("  %-24s %12s %12s\n", "", "validation", "test");
-    std::printf("  %-24s %12.6f %12.6f\n", "loss (nats/token)", val.loss, test.loss);
+    // Columns: [train,] validation, test. The train column is the start of the training stream:
+    // with task.train_size > 0 the fixed set training cycled through (its first eval_size examples).
+    std::vector<std::pair<const char*, train::EvalMetrics>> cols;
+    std::size_t train_count = 0;
+    if (with_train) {
+      const std::size_t fixed = l.cfg.task.train_size;
+      train_count = fixed ? std::min(fixed, l.cfg.task.eval_size) : l.cfg.task.eval_size;
+      cols.emplace_back("train", train::evaluate(*l.model, l.data->train_examples(0, train_count), 256));
+    }
+    cols.emplace_back("validation", train::evaluate(*l.model, l.data->eval_set(), 256));
+    cols.emplace_back("test", train::evaluate(*l.model, l.data->test_set(), 256));
+    std::printf("%s: %s, ", path.c_str(), l.task->name().c_str());
+    if (with_train) std::printf("%zu train, ", train_count);
+    std::printf("%zu validation and %zu test examples\n", l.data->eval_set().size(), l.data->test_set().size());
+    std::printf("  %-24s", "");
+    for (auto& [name, _] : cols) std::printf(" %12s", name);
+    std::printf("\n");
+    auto row = [&](const char* name, auto cell) {
+      std::printf("  %-24s", name);
+      for (auto& [_, m] : cols) std::printf(" %12s", cell(m).c_str());
+      std::printf("\n");
+    };
+    auto fixed = [](double v, int digits) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+      return std::string(buf);
+    };
+    row("loss (nats/token)", [&](const train::EvalMetrics& m) { return fixed(m.loss, 6); });
     if (const data::Tokenizer* t = l.task->tokenizer()) {
       const char* unit = t->kind() == data::TokenizerKind::Char ? "bits/char" : "bits/byte";
-      std::printf("  %-24s %12.6f %12.6f\n", unit, val.loss / std::log(2.0), test.loss / std::log(2.0));
-      std::printf("  %-24s %12.4f %12.4f\n", "perplexity", std::exp(val.loss), std::exp(test.loss));
+      row(unit, [&](const train::EvalMetrics& m) { return fixed(m.loss / std::log(2.0), 6); });
+      row("perplexity", [&](const train::EvalMetrics& m) { return fixed(std::exp(m.loss), 4); });
     }
-    std::printf("  %-24s %12s %12s\n  %-24s %12s %12s\n", "token accuracy", percent(val.token_accuracy).c_str(),
-                percent(test.token_accuracy).c_str(), "sequence accuracy", percent(val.sequence_accuracy).c_str(),
-                percent(test.sequence_accuracy).c_str());
+    row("token accuracy", [&](const train::EvalMetrics& m) { return percent(m.token_accuracy); });
+    row("sequence accuracy", [&](const train::EvalMetrics& m) { return percent(m.sequence_accuracy); });
     return 0;
   });
 }

@@ -19,7 +19,7 @@ struct TrainArgs {
 };
 int train(const TrainArgs& args);
 
-int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads);
+int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads, bool with_train = false);
 int inspect(const std::string& checkpoint);
 int attention(const std::string& checkpoint, std::size_t example, const std::string& out);
 /// The float64 gradient checks (gradchecks.hpp): a table, or with `list` their names; `only`

@@ -22,7 +22,7 @@ Loaded load(const std::string& path, const std::vector<std::string>& overrides, 
     l.task = data::make_vocabulary_task(l.cfg.task, *tokenizer);
   } else {
     l.task = data::make_task(l.cfg.task, tokenizer ? &*tokenizer : nullptr);
-    if (with_data) l.data = std::make_unique<data::Dataset>(l.task, l.cfg.seed, l.cfg.task.eval_size, 0);
+    if (with_data) l.data = std::make_unique<data::Dataset>(l.task, l.cfg.seed, l.cfg.task.eval_size, l.cfg.task.train_size);
   }
   Generator gen(0);
   l.model = train::make_model(l.cfg, *l.task, gen);

@@ -76,11 +76,14 @@ int main(int argc, char** argv) {
   std::string ckpt;
   std::vector<std::string> eval_overrides;
   int eval_threads = 0;
+  bool eval_train = false;
   auto* eval = app.add_subcommand("eval", "Held-out metrics of a checkpoint");
   eval->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
   eval->add_option("--set", eval_overrides, "Override a task key: --set task.key=value")->type_name("KEY=VALUE");
   eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(whole_number(0));
-  eval->callback([&] { status = qkv::app::eval(ckpt, eval_overrides, eval_threads); });
+  eval->add_flag("--train", eval_train,
+                 "Also a train column: the start of the training stream (with task.train_size, the fixed set)");
+  eval->callback([&] { status = qkv::app::eval(ckpt, eval_overrides, eval_threads, eval_train); });
 
   auto* inspect = app.add_subcommand("inspect", "Show a checkpoint: HDF5 tree, shapes, statistics, config");
   inspect->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();

@@ -17,7 +17,6 @@ class RowTask : public Task {
   Batch examples(Split split, std::uint64_t seed, std::uint64_t first, std::size_t count) const override {
     const std::size_t T = input_length(), Tt = target_length();
     const bool s2s = seq2seq();
-    const Index bos_id = bos();
     Batch b;
     b.inputs = IndexArray::from_shape(Shape{count, T});
     b.targets = IndexArray::from_shape(Shape{count, Tt});
@@ -28,13 +27,10 @@ class RowTask : public Task {
     // Batches of 64 rows and more are split over the threads.
     parallel_for(count, kParallelMin / 64, [&](std::size_t r) {
       Generator gen(hash64(seed, first + std::uint64_t(r)));
-      Index* target = tg + r * Tt;
-      fill(split, first + r, gen, in + r * T, target);
-      if (s2s) {  // teacher forcing: the decoder sees BOS then the target shifted right
-        Index* d = dec + r * Tt;
-        d[0] = bos_id;
-        std::copy(target, target + Tt - 1, d + 1);
-      }
+      if (s2s)
+        fill(split, first + r, gen, in + r * T, tg + r * Tt, dec + r * Tt);
+      else
+        fill(split, first + r, gen, in + r * T, tg + r * Tt);
     });
     return b;
   }
@@ -47,6 +43,13 @@ class RowTask : public Task {
   virtual void fill(Split split, std::uint64_t k, Generator& gen, Index* input, Index* target) const {
     (void)split, (void)k;
     fill(gen, input, target);
+  }
+  /// A sequence-to-sequence example with its decoder inputs (target_length()); by default
+  /// teacher forcing: fill() then the decoder sees BOS followed by the target shifted right.
+  virtual void fill(Split split, std::uint64_t k, Generator& gen, Index* input, Index* target, Index* decoder) const {
+    fill(split, k, gen, input, target);
+    decoder[0] = bos();
+    std::copy(target, target + target_length() - 1, decoder + 1);
   }
 };
 

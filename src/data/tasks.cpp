@@ -62,6 +62,26 @@ class Seq2Seq final : public Labelling {
   Index bos() const override { return Index(input_vocab()); }
 };
 
+// One associative-recall example: `pairs` distinct keys from [0, V) (the first entries of a partial
+// Fisher-Yates shuffle), each with a value from [V, 2V), written k1 v1 ... kn vn to `source`; then
+// `queries` keys drawn with replacement from the listed ones to `query`, their values - V to `answer`.
+void draw_recall(Generator& gen, std::size_t V, std::size_t pairs, std::size_t queries, Index* source, Index* query,
+                 Index* answer) {
+  std::vector<Index> keys(V);
+  std::iota(keys.begin(), keys.end(), Index(0));
+  for (std::size_t i = 0; i < pairs; ++i) {
+    std::swap(keys[i], keys[i + gen.randint(V - i)]);
+    source[2 * i] = keys[i];
+    source[2 * i + 1] = Index(V + gen.randint(V));
+  }
+  for (std::size_t q = 0; q < queries; ++q) {
+    const std::size_t i = gen.randint(pairs);
+    query[q] = keys[i];
+    answer[q] = source[2 * i + 1] - Index(V);
+  }
+}
+
+// Recall in one sequence: the pairs then the queries, scored at the queries.
 class Recall final : public RowTask {
  public:
   Recall(std::size_t vocab, std::size_t pairs, std::size_t queries) : vocab_(vocab), pairs_(pairs), queries_(queries) {}
@@ -72,22 +92,33 @@ class Recall final : public RowTask {
 
  protected:
   void fill(Generator& gen, Index* input, Index* target) const override {
-    // Distinct keys: the first `pairs` entries of a partial Fisher-Yates shuffle of [0, V).
-    std::vector<Index> keys(vocab_);
-    std::iota(keys.begin(), keys.end(), Index(0));
-    std::vector<Index> values(pairs_);
-    for (std::size_t i = 0; i < pairs_; ++i) {
-      std::swap(keys[i], keys[i + gen.randint(vocab_ - i)]);
-      values[i] = Index(vocab_ + gen.randint(vocab_));
-      input[2 * i] = keys[i];
-      input[2 * i + 1] = values[i];
-      target[2 * i] = target[2 * i + 1] = kIgnore;
-    }
-    for (std::size_t q = 0; q < queries_; ++q) {
-      const std::size_t i = gen.randint(pairs_);
-      input[2 * pairs_ + q] = keys[i];
-      target[2 * pairs_ + q] = values[i] - Index(vocab_);
-    }
+    std::fill(target, target + 2 * pairs_, kIgnore);
+    draw_recall(gen, vocab_, pairs_, queries_, input, input + 2 * pairs_, target + 2 * pairs_);
+  }
+
+ private:
+  std::size_t vocab_, pairs_, queries_;
+};
+
+// The same content split for an encoder-decoder: the pairs are the source, the queries the
+// decoder's inputs (given, not generated: bos() is -1), their values its targets. The decoder
+// reads the pairs through cross-attention only.
+class Seq2SeqRecall final : public RowTask {
+ public:
+  Seq2SeqRecall(std::size_t vocab, std::size_t pairs, std::size_t queries)
+      : vocab_(vocab), pairs_(pairs), queries_(queries) {}
+  std::string name() const override { return "seq2seq_recall"; }
+  std::size_t input_vocab() const override { return 2 * vocab_; }
+  std::size_t num_classes() const override { return vocab_; }
+  std::size_t input_length() const override { return 2 * pairs_; }
+  std::size_t target_length() const override { return queries_; }
+  bool seq2seq() const override { return true; }
+  std::size_t target_vocab() const override { return vocab_; }
+
+ protected:
+  void fill(Generator&, Index*, Index*) const override {}
+  void fill(Split, std::uint64_t, Generator& gen, Index* input, Index* target, Index* decoder) const override {
+    draw_recall(gen, vocab_, pairs_, queries_, input, decoder, target);
   }
 
  private:
@@ -98,7 +129,7 @@ class Recall final : public RowTask {
 
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = {"copy",     "reverse", "sort",      "recall", "seq2seq_reverse",
-                                                 "seq2seq_sort", "text", "induction", "mod_add", "mqar"};
+                                                 "seq2seq_sort", "seq2seq_recall", "text", "induction", "mod_add", "mqar"};
   return names;
 }
 
@@ -109,10 +140,11 @@ void TaskOptions::validate() const {
             "expected one of " + join_names(names) + ", found '" + name + "'" + did_you_mean(name, names));
   c.positive(vocab, "vocab");
   c.require(vocab >= 2, {"vocab"}, "expected at least 2 tokens, found " + std::to_string(vocab));
-  if (name != "recall") c.positive(length, "length");  // recall lays out its own length
+  const bool recall = name == "recall" || name == "seq2seq_recall";
+  if (!recall) c.positive(length, "length");  // recall lays out its own length
   c.positive(pairs, "pairs");
   c.positive(eval_size, "eval_size");
-  c.require(name != "recall" || pairs <= vocab, {"pairs", "vocab"},
+  c.require(!recall || pairs <= vocab, {"pairs", "vocab"},
             "recall needs distinct keys: {pairs} (" + std::to_string(pairs) + ") must not exceed {vocab} (" +
                 std::to_string(vocab) + ")");
   const auto n = [](std::size_t v) { return std::to_string(v); };
@@ -150,6 +182,7 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   if (auto t = make_next_token_task(o, tokenizer)) return t;
   const std::string& n = o.name;
   if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
+  if (n == "seq2seq_recall") return std::make_unique<Seq2SeqRecall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
   if (n == "copy") return std::make_unique<Labelling>(n, Kind::Copy, o.vocab, o.length);
   if (n == "reverse") return std::make_unique<Labelling>(n, Kind::Reverse, o.vocab, o.length);
   if (n == "sort") return std::make_unique<Labelling>(n, Kind::Sort, o.vocab, o.length);

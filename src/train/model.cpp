@@ -49,7 +49,9 @@ class Seq2SeqTaskModel : public TaskModel {
   Variable<float> logits(const data::Batch& b) override {
     return model_->forward(b.inputs, b.decoder_inputs);
   }
-  IndexArray predict(const data::Batch& b, const Array<float>&) override {
+  IndexArray predict(const data::Batch& b, const Array<float>& logits) override {
+    // A task without BOS gives the decoder its inputs (seq2seq_recall's queries): nothing to generate.
+    if (bos_ < 0) return argmax_last(logits);
     // Greedy decoding with the KV cache: feed BOS, take the argmax, feed it, repeat; each step
     // costs one position of the decoder (the memory's keys and values are projected once).
     NoGradGuard no_grad;

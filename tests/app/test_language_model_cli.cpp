@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "reliability/process.hpp"
 #include "train/train_fixtures.hpp"
@@ -25,7 +26,7 @@ struct Trained {
 };
 
 // One per test case (test cases run as separate processes, possibly at once).
-Trained trained(const std::string& name, const std::string& model_extra = "") {
+Trained trained(const std::string& name, const std::string& model_extra = "", const std::string& task_extra = "") {
   {
     Trained r;
     r.dir = test::temp_dir("lm_cli_" + name);
@@ -36,7 +37,7 @@ Trained trained(const std::string& name, const std::string& model_extra = "") {
     }
     r.config = r.dir + "/lm.yaml";
     std::ofstream(r.config) << "model: {arch: decoder, d_model: 32, heads: 2, layers: 2, d_ff: 64, positional: rope" + model_extra + "}\n"
-                               "task: {name: text, path: " + r.corpus + ", length: 32, eval_size: 16}\n"
+                               "task: {name: text, path: " + r.corpus + ", length: 32, eval_size: 16" + task_extra + "}\n"
                                "optimizer: {lr: 0.003}\nschedule: {warmup_steps: 5}\n"
                                "train: {steps: 60, batch_size: 16, eval_every: 30, checkpoint_every: 30, threads: 1}\n"
                                "run: {out: " + r.dir + "/run}\n";
@@ -64,6 +65,29 @@ TEST_CASE("language model cli: eval reports nats/token, bits per char and perple
   REQUIRE_MESSAGE(gen.exit_code == 0, gen.describe());
   CHECK(gen.out.rfind("我爱", 0) == 0);
   CHECK(gen.err.find("tokens/s") != std::string::npos);
+}
+
+TEST_CASE("language model cli: eval --train adds the training set, which a model trained on 8 windows fits best") {
+  const Trained t = trained("eval_train", "", ", train_size: 8");
+  const auto res = qkv({"eval", t.checkpoint, "--train"});
+  REQUIRE_MESSAGE(res.exit_code == 0, res.describe());
+  CHECK(res.out.find("8 train, 16 validation and 16 test examples") != std::string::npos);
+  // The rows read train, validation, test: 60 steps on a fixed set of 8 windows fit them best.
+  std::istringstream lines(res.out);
+  std::string line;
+  double train = 0, val = 0, test = 0;
+  bool header = false;
+  while (std::getline(lines, line)) {
+    if (line.find("train") != std::string::npos && line.find("validation") != std::string::npos &&
+        line.find("test") != std::string::npos && line.find("examples") == std::string::npos)
+      header = line.find("train") < line.find("validation") && line.find("validation") < line.find("test");
+    if (line.find("loss (nats/token)") != std::string::npos)
+      std::istringstream(line.substr(line.find(')') + 1)) >> train >> val >> test;
+  }
+  CHECK(header);
+  CHECK(train > 0);
+  CHECK(train < val);
+  CHECK(train < test);
 }
 
 TEST_CASE("language model cli: generation is a function of the seed, and the KV cache does not change it") {

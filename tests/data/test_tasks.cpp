@@ -131,8 +131,37 @@ TEST_CASE("tasks: seq2seq reverse and sort, with teacher-forcing decoder inputs"
   }
 }
 
+TEST_CASE("tasks: seq2seq_recall holds recall's examples, pairs in the source and queries in the decoder") {
+  auto s2s = task("seq2seq_recall", 10, 0, 6, 4);
+  auto one = task("recall", 10, 0, 6, 4);
+  CHECK(s2s->seq2seq());
+  CHECK(s2s->bos() == -1);  // the decoder's inputs are given, not generated
+  CHECK(s2s->input_vocab() == 20);
+  CHECK(s2s->target_vocab() == 10);
+  CHECK(s2s->num_classes() == 10);
+  CHECK(s2s->input_length() == 12);
+  CHECK(s2s->target_length() == 4);
+  const Batch a = s2s->examples(7, 3, 20), b = one->examples(7, 3, 20);
+  REQUIRE(a.decoder_inputs.shape() == std::vector<std::size_t>{20, 4});
+  REQUIRE(a.targets.shape() == std::vector<std::size_t>{20, 4});
+  for (std::size_t r = 0; r < 20; ++r) {
+    const std::vector<Index> src = row_of(a.inputs, r), q = row_of(a.decoder_inputs, r), ans = row_of(a.targets, r);
+    const std::vector<Index> in = row_of(b.inputs, r), tg = row_of(b.targets, r);
+    CHECK(std::equal(src.begin(), src.end(), in.begin()));        // the same pairs
+    CHECK(std::equal(q.begin(), q.end(), in.begin() + 12));       // the same queries
+    CHECK(std::equal(ans.begin(), ans.end(), tg.begin() + 12));   // the same answers
+    for (std::size_t j = 0; j < 4; ++j) {  // each answer is the value listed after its key
+      const auto key = std::find(src.begin(), src.end(), q[j]);
+      REQUIRE(key != src.end());
+      REQUIRE((key - src.begin()) % 2 == 0);
+      CHECK(ans[j] == *(key + 1) - 10);
+    }
+  }
+  CHECK_THROWS_WITH_AS(task("seq2seq_recall", 4, 0, 5), doctest::Contains("pairs"), OptionError);
+}
+
 TEST_CASE("tasks: examples are a pure function of (seed, index)") {
-  for (const char* name : {"sort", "recall", "seq2seq_sort"}) {
+  for (const char* name : {"sort", "recall", "seq2seq_sort", "seq2seq_recall"}) {
     CAPTURE(name);
     auto t = task(name);
     Batch all = t->examples(11, 0, 8), part = t->examples(11, 5, 3);

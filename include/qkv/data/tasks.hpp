@@ -13,6 +13,9 @@
 /// Sequence to sequence (encoder-decoder, teacher forcing): source (B, L) in [0, V), target (B, L)
 ///   the source reversed / sorted, decoder_inputs = BOS then target[:-1]; decoder vocab V + 1,
 ///   BOS = V:  seq2seq_reverse, seq2seq_sort.
+///   seq2seq_recall  recall's examples split in two: source k1 v1 ... kn vn (B, 2 pairs), decoder
+///              inputs the query keys (B, queries), given rather than generated (no BOS: bos() is
+///              -1), targets their values - V; the decoder reads the pairs by cross-attention only.
 /// Next-token prediction (decoder-only: inputs s[0:T], targets s[1:T+1]; docs/tasks.md):
 ///   text       windows of a UTF-8 corpus (task.path), byte or char tokens; train / validation /
 ///              test are contiguous parts of it (data/text.hpp)
