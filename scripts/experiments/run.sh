@@ -4,10 +4,10 @@
 #
 #   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, retrieval (default: all five).
+# NAME: induction, dk_width, scale, heads, dropout, cross_self, retrieval (default: all seven).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 2 hours on 2 cores in all
-#   (induction 20, dk_width 20, scale 35, heads 35, retrieval 5).
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 2.7 hours on 2 cores in all
+#   (induction 20, dk_width 20, scale 35, heads 35, dropout 25, cross_self 15, retrieval 5).
 # --quick: 2 seeds and a few hundred steps per run, into runs/exp-quick/NAME (report included);
 #   nothing committed is touched. A few minutes.
 # --report-only: no training; score and report what the sweep directories hold.
@@ -24,12 +24,12 @@ while [ $# -gt 0 ]; do
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|retrieval) names+=("$1") ;;
+    induction|dk_width|scale|heads|dropout|cross_self|retrieval) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads retrieval)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self retrieval)
 [ -x "$qkv" ] || { echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
 qkv=$(realpath "$qkv")
 py=/usr/bin/python3
@@ -121,6 +121,35 @@ heads() {
     $py $S/report.py table "$o/fortunes.csv" --group model.heads --select-lr val_loss:min \
         --metric test_bits_per_char:mean --metric removable_fraction:mean --compare model.heads=4 --test welch \
         --title "Heads at fixed width: fortunes char LM, test bits per char"
+  } > "$o/results.md"
+}
+
+dropout() {
+  local o; o=$(out_dir dropout); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  sweep experiments/dropout/residual.yaml dropout/residual "${q[@]}"
+  sweep experiments/dropout/attention.yaml dropout/attention "${q[@]}"
+  local arm ck
+  for arm in residual attention; do
+    for ck in best last; do
+      $py $S/score.py $runs/dropout/$arm --train --checkpoint $ck.h5 --label arm=$arm --label checkpoint=$ck \
+          --columns model.dropout,model.attn_dropout --out "$o/${arm}_$ck.csv" --jobs "$jobs" --qkv "$qkv"
+    done
+  done
+  {
+    for ck in best last; do
+      local words="best checkpoint by validation token accuracy"; [ $ck = last ] && words="last checkpoint, no early stopping"
+      $py $S/report.py table "$o/residual_$ck.csv" "$o/attention_$ck.csv" --group arm,model.dropout,model.attn_dropout \
+          --select-lr val_loss:min --metric test_bits_per_char:mean --metric train_bits_per_char:mean \
+          --title "Dropout on a 66,000-character slice of fortunes, $words: test and train bits per char"
+      echo
+      $py $S/report.py table "$o/residual_$ck.csv" "$o/attention_$ck.csv" --group arm,model.dropout,model.attn_dropout \
+          --select-lr val_loss:min --metric test_bits_per_char:mean --test welch \
+          --compare arm=residual,model.dropout=0.0,model.attn_dropout=0.0 \
+          --title "Test bits per char against no dropout ($words)"
+      echo
+    done
+    $py $S/dropout.py "$o" --out "$o/dropout.png"
   } > "$o/results.md"
 }
 
