@@ -82,19 +82,29 @@ std::vector<std::pair<double, double>> entropy_and_max(const Array<float>& w) {
 }
 
 std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& tokens, const IndexArray& targets) {
+  return retrieval_scores(w, tokens, tokens, targets, true);
+}
+
+std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& query_tokens, const IndexArray& key_tokens,
+                                     const IndexArray& targets, bool earlier) {
   const Dims d = dims(w);
-  if (tokens.dimension() != 2 || tokens.shape()[0] != d.B || tokens.shape()[1] != d.Tq || targets.shape() != tokens.shape())
-    throw ShapeError("retrieval score: tokens " + shape_str(tokens.shape()) + " and targets " + shape_str(targets.shape()) +
-                     " must both be (B, Tq) of the weights " + shape_str(w.shape()));
+  if (query_tokens.dimension() != 2 || query_tokens.shape()[0] != d.B || query_tokens.shape()[1] != d.Tq ||
+      targets.shape() != query_tokens.shape())
+    throw ShapeError("retrieval score: tokens " + shape_str(query_tokens.shape()) + " and targets " +
+                     shape_str(targets.shape()) + " must both be (B, Tq) of the weights " + shape_str(w.shape()));
+  if (key_tokens.dimension() != 2 || key_tokens.shape()[0] != d.B || key_tokens.shape()[1] != d.Tk)
+    throw ShapeError("retrieval score: key tokens " + shape_str(key_tokens.shape()) + " must be (B, Tk) of the weights " +
+                     shape_str(w.shape()));
   std::vector<double> out(d.H, kNaN);
   std::vector<std::size_t> hits(d.H, 0);
   std::size_t n = 0;
   for (std::size_t b = 0; b < d.B; ++b)
     for (std::size_t i = 0; i < d.Tq; ++i) {
       if (targets(b, i) == data::kIgnore) continue;
+      const std::size_t end = earlier ? std::min(i, d.Tk) : d.Tk;
       std::size_t j = 0;
-      while (j < i && tokens(b, j) != tokens(b, i)) ++j;
-      if (j == i || j + 1 >= d.Tk) continue;  // no earlier occurrence: nothing to retrieve
+      while (j < end && key_tokens(b, j) != query_tokens(b, i)) ++j;
+      if (j == end || j + 1 >= d.Tk) continue;  // no (earlier) occurrence: nothing to retrieve
       ++n;
       for (std::size_t h = 0; h < d.H; ++h) {
         const float* p = row(w, d, b, h, i);
@@ -153,7 +163,7 @@ IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t 
 
 std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
                                        const data::Batch& batch, const LabelThresholds& thresholds) {
-  const bool recall = task.name() == "recall" || task.name() == "mqar";
+  const bool recall = task.name() == "recall" || task.name() == "mqar" || task.name() == "seq2seq_recall";
   std::vector<HeadScores> out;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const Array<float>& w = *layers[l].weights;
@@ -165,6 +175,8 @@ std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, 
       prev = diagonal_scores(w, -1, 1);
       self = diagonal_scores(w, 0, 0);
       if (recall && !task.seq2seq()) retrieval = retrieval_scores(w, batch.inputs, batch.targets);
+    } else if (recall) {  // the decoder's queries look up their keys in the source
+      retrieval = retrieval_scores(w, batch.decoder_inputs, batch.inputs, batch.targets, false);
     }
     for (std::size_t h = 0; h < em.size(); ++h) {
       HeadScores s;

@@ -90,6 +90,26 @@ TEST_CASE("head scores: retrieval accuracy counts queries whose strongest key is
   CHECK_THROWS_AS(interp::retrieval_scores(w, IndexArray::from_shape({1, 5}), targets), ShapeError);
 }
 
+TEST_CASE("head scores: cross-attention retrieval finds the query's key in the source") {
+  // source k1 v1 k2 v2 = 3 10 5 11; decoder queries 5 3 (both scored)
+  IndexArray source = IndexArray::from_shape({1, 4}), queries = IndexArray::from_shape({1, 2});
+  IndexArray targets = IndexArray::from_shape({1, 2});
+  const Index src[4] = {3, 10, 5, 11};
+  for (std::size_t t = 0; t < 4; ++t) source(0, t) = src[t];
+  queries(0, 0) = 5, queries(0, 1) = 3, targets(0, 0) = 4, targets(0, 1) = 3;
+  Array<float> w = Array<float>::from_shape({1, 2, 2, 4});
+  std::fill(w.begin(), w.end(), 0.0f);
+  w(0, 0, 0, 3) = 1, w(0, 0, 1, 0) = 1;  // head 0: query 5 on v2, query 3 on k1: both right
+  w(0, 1, 0, 3) = 1, w(0, 1, 1, 2) = 1;  // head 1: query 3 on k2: wrong
+  const auto acc = interp::retrieval_scores(w, queries, source, targets, false);
+  CHECK(acc[0] == doctest::Approx(1.0));
+  CHECK(acc[1] == doctest::Approx(0.5));
+  // Keys "earlier" than the query, as for self-attention, leave query 0 nothing to find.
+  const auto causal = interp::retrieval_scores(w, queries, source, targets, true);
+  CHECK(causal[0] == doctest::Approx(1.0));  // only query 1 (token 3, key at 0 < 1) counts
+  CHECK_THROWS_AS(interp::retrieval_scores(w, queries, IndexArray::from_shape({1, 3}), targets, false), ShapeError);
+}
+
 TEST_CASE("head scores: a hand-set model's previous-token and first-token heads are found and labelled") {
   test::Constructed m = test::constructed_decoder();
   // the model does what it was built for: it predicts the previous token everywhere

@@ -17,7 +17,8 @@
 ///                   models that read one sequence (encoder, decoder)
 ///   retrieval       recall tasks (recall, mqar): the share of scored queries whose largest weight
 ///                   falls on the first earlier occurrence of the query's token (the key) or the
-///                   position after it (its value)
+///                   position after it (its value); seq2seq_recall: of the cross-attention layers,
+///                   the first occurrence of the decoder's query token in the source
 ///
 /// Scores that do not apply are NaN (shown as "-").
 
@@ -44,6 +45,11 @@ std::vector<std::pair<double, double>> entropy_and_max(const Array<float>& w);
 /// token tokens(b, i) occurred earlier, first at j: the share whose argmax_k w[b, h, i, k] is j
 /// or j + 1. NaN when no position qualifies.
 std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& tokens, const IndexArray& targets);
+/// The same with the keys in their own sequence key_tokens (B, Tk): the first j with
+/// key_tokens(b, j) == query_tokens(b, i), among j < i when `earlier` (self and causal layers), among
+/// all Tk keys otherwise (cross-attention: the keys are the source).
+std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& query_tokens, const IndexArray& key_tokens,
+                                     const IndexArray& targets, bool earlier);
 
 /// The scores of one head (see the file comment); NaN where a score does not apply.
 struct HeadScores {
