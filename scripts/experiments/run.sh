@@ -153,6 +153,25 @@ dropout() {
   } > "$o/results.md"
 }
 
+cross_self() {
+  local o; o=$(out_dir cross_self); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=300)
+  local arm csvs=() heads=()
+  for arm in cross encoder decoder; do
+    sweep experiments/cross_self/$arm.yaml cross_self/$arm "${q[@]}"
+    $py $S/score.py $runs/cross_self/$arm --label arm=$arm --heads "$o/${arm}_heads.csv" --out "$o/$arm.csv" \
+        --jobs "$jobs" --qkv "$qkv"
+    csvs+=("$o/$arm.csv") heads+=("$o/${arm}_heads.csv")
+  done
+  {
+    $py $S/report.py table "${csvs[@]}" --group arm --select-lr val_token_acc:max \
+        --metric 'test_token_acc:success>=0.99' --metric steps_to_target:time --metric test_token_acc:median \
+        --compare arm=cross --title "Cross- against self-attention on the same recall content (8 pairs, 8 queries), test split"
+    echo
+    $py $S/cross_self.py "${csvs[@]}" --heads "${heads[@]}"
+  } > "$o/results.md"
+}
+
 retrieval() {
   local o; o=$(out_dir retrieval); mkdir -p "$o"
   local q=(); [ $quick = 1 ] && q=(--set train.steps=300)
