@@ -4,10 +4,10 @@
 #
 #   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, dropout, cross_self, retrieval (default: all seven).
+# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval (default: all eight).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 2.7 hours on 2 cores in all
-#   (induction 20, dk_width 20, scale 35, heads 35, dropout 25, cross_self 15, retrieval 5).
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 3.5 hours on 2 cores in all
+#   (induction 20, dk_width 20, scale 35, heads 35, dropout 25, cross_self 15, mqar_sizes 45, retrieval 5).
 # --quick: 2 seeds and a few hundred steps per run, into runs/exp-quick/NAME (report included);
 #   nothing committed is touched. A few minutes.
 # --report-only: no training; score and report what the sweep directories hold.
@@ -24,12 +24,12 @@ while [ $# -gt 0 ]; do
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|dropout|cross_self|retrieval) names+=("$1") ;;
+    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self retrieval)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval)
 [ -x "$qkv" ] || { echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
 qkv=$(realpath "$qkv")
 py=/usr/bin/python3
@@ -170,6 +170,20 @@ cross_self() {
     echo
     $py $S/cross_self.py "${csvs[@]}" --heads "${heads[@]}"
   } > "$o/results.md"
+}
+
+mqar_sizes() {
+  local o; o=$(out_dir mqar_sizes); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  local n dirs=()
+  for n in 64 128 256; do
+    sweep experiments/mqar_sizes/len$n.yaml mqar_sizes/len$n "${q[@]}"
+    dirs+=("$runs/mqar_sizes/len$n")
+  done
+  $py $S/score.py "${dirs[@]}" --columns task.length,task.pairs --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/report.py table "$o/runs.csv" --group task.length,task.pairs,model.d_model --select-lr val_token_acc:max \
+      --metric 'test_token_acc:success>=0.99' --metric steps_to_target:time --metric test_token_acc:median \
+      --title "MQAR at Zoology's sizes: 2-layer decoder, test split" > "$o/results.md"
 }
 
 retrieval() {

@@ -7,6 +7,7 @@ Usage: test_pipeline.py --qkv BUILD/qkv --workdir DIR
   40 steps with snapshots), then scripts/experiments/score.py (test split, heads, pruning):
   one row per run with lr, validation and test metrics that differ, the head and pruning
   columns in range, the CPU and BLAS kernel;
+- score.py --train --checkpoint last.h5: the train column of `qkv eval --train`, of the last checkpoints;
 - report.py table with --select-lr on those rows, and induction.py: the learning rate it keeps
   per setting is the one of lowest mean validation loss (recomputed here), its timeline has one
   row per seed, and curves.png is a PNG;
@@ -86,6 +87,16 @@ def main():
     out = run(qkv, "eval", f"{w}/ind/runs/{one['run']}/best.h5", "--threads", "1").stdout
     loss_line = next(l for l in out.splitlines() if l.strip().startswith("loss"))
     check(abs(float(loss_line.split()[-1]) - float(one["test_loss"])) < 1e-5, "score.py: test_loss = qkv eval's test column")
+    # --train --checkpoint last.h5: the last checkpoints, with the train column of `qkv eval --train`.
+    run(PY, f"{S}/score.py", f"{w}/ind", "--out", f"{w}/last.csv", "--train", "--checkpoint", "last.h5",
+        "--jobs", "2", "--qkv", qkv)
+    last = {r["run"]: r for r in csv.DictReader(open(f"{w}/last.csv"))}
+    out = run(qkv, "eval", f"{w}/ind/runs/{one['run']}/last.h5", "--train", "--threads", "1").stdout
+    cells = next(l for l in out.splitlines() if l.strip().startswith("loss")).split()[-3:]
+    check(len(last) == 8 and all(math.isfinite(float(r["train_loss"])) for r in last.values()) and
+          abs(float(cells[0]) - float(last[one["run"]]["train_loss"])) < 1e-5 and
+          abs(float(cells[2]) - float(last[one["run"]]["test_loss"])) < 1e-5,
+          "score.py --train --checkpoint last.h5: train_loss and test_loss = qkv eval --train's columns of last.h5")
     heads = list(csv.DictReader(open(f"{w}/heads.csv")))
     check(len(heads) == sum(4 * int(r["model.layers"]) for r in rows) and "induction" in heads[0],
           "score.py --heads: one row per run and head, with the induction score")
