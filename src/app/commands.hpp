@@ -78,6 +78,16 @@ struct AblateArgs {
 /// curve of Michel et al. (2019) (interp/ablation.hpp).
 int ablate(const AblateArgs& args);
 
+struct SwapArgs {
+  std::string checkpoint;
+  std::size_t examples = 0;  ///< test examples probed; 0 = the whole test set
+  std::uint64_t seed = 0;    ///< draws the replacement values
+  int threads = 0;
+};
+/// The value-swap probe of a recall model (interp/value_swap.hpp): does the prediction follow
+/// the value in the context when it is replaced?
+int swap(const SwapArgs& args);
+
 struct ExplainArgs {
   std::string checkpoint;
   InputChoice input;

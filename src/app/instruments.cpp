@@ -12,6 +12,7 @@
 #include "qkv/interp/ablation.hpp"
 #include "qkv/interp/explain.hpp"
 #include "qkv/interp/head_scores.hpp"
+#include "qkv/interp/value_swap.hpp"
 #include "qkv/kernels/parallel.hpp"
 
 namespace qkv::app {
@@ -81,6 +82,22 @@ int heads(const HeadsArgs& a) {
       write_file(a.csv, interp::head_scores_csv(scores));
       std::printf("wrote %s\n", a.csv.c_str());
     }
+    return 0;
+  });
+}
+
+int swap(const SwapArgs& a) {
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    Loaded l = load(a.checkpoint, {});
+    const data::Batch test = test_rows(l, a.examples);
+    const interp::ValueSwapResult r = interp::value_swap(*l.model, *l.task, test, a.seed);
+    std::printf("%s: %s, %zu test examples: in each, the value of the first query's key replaced by another\n",
+                a.checkpoint.c_str(), l.task->name().c_str(), r.examples);
+    std::printf("  queries of the swapped keys  %zu\n", r.queries);
+    std::printf("  right before the swap        %6.2f%%\n", 100 * r.intact);
+    std::printf("  follow the new value         %6.2f%%\n", 100 * r.follow);
+    std::printf("  stay with the old value      %6.2f%%\n", 100 * r.stay);
     return 0;
   });
 }

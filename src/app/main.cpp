@@ -157,6 +157,13 @@ int main(int argc, char** argv) {
   heads->add_option("--csv", hd.csv, "Also write the table as CSV");
   heads->callback([&] { status = qkv::app::heads(hd); });
 
+  qkv::app::SwapArgs sw;
+  auto* swap = instrument("swap", "Recall: does the prediction follow the value in the context when it is replaced?",
+                          sw.checkpoint, sw.threads);
+  swap->add_option("--examples", sw.examples, "Test examples probed (default: all)")->check(whole_number(1));
+  swap->add_option("--seed", sw.seed, "Seed of the replacement values (default 0)");
+  swap->callback([&] { status = qkv::app::swap(sw); });
+
   qkv::app::AblateArgs ab;
   auto* ablate = instrument("ablate", "Held-out loss and accuracy with attention heads removed", ab.checkpoint, ab.threads);
   ablate->add_option("--heads", ab.heads, "Heads to remove together: LAYER.HEAD,... (1.* = all of layer 1); "

@@ -119,3 +119,39 @@ TEST_CASE("instruments cli: bad arguments exit 2 naming what is wrong, and write
 }
 
 }  // namespace qkv
+
+namespace qkv {
+namespace {
+double percent_after(const std::string& out, const std::string& label) {
+  const auto at = out.find(label);
+  REQUIRE_MESSAGE(at != std::string::npos, label << " not in: " << out);
+  return std::stod(out.substr(at + label.size()));
+}
+}  // namespace
+
+TEST_CASE("instruments cli: swap replaces the queried value, and a recall model that solved the task follows it") {
+  const std::string dir = test::temp_dir("instruments_cli_swap");
+  const auto t = qkv({"train", std::string(QKV_SOURCE_DIR) + "/configs/recall.yaml", "--quiet", "--out", dir,
+                      "--set", "model.arch=decoder", "--set", "model.d_model=32", "--set", "model.heads=2",
+                      "--set", "model.d_ff=64", "--set", "task.vocab=6", "--set", "task.pairs=3", "--set", "task.queries=3",
+                      "--set", "task.eval_size=256", "--set", "train.steps=600", "--set", "train.eval_every=100",
+                      "--set", "schedule.warmup_steps=50", "--set", "optimizer.lr=0.003", "--set", "train.threads=1"});
+  REQUIRE_MESSAGE(t.exit_code == 0, t.describe());
+  const auto r = qkv({"swap", dir + "/best.h5"});
+  REQUIRE_MESSAGE(r.exit_code == 0, r.describe());
+  const double intact = percent_after(r.out, "right before the swap"), follow = percent_after(r.out, "follow the new value"),
+               stay = percent_after(r.out, "stay with the old value");
+  CHECK(percent_after(r.out, "queries of the swapped keys") >= 256);  // at least one per example
+  REQUIRE(intact > 90);  // the model solved recall: the premise of the probe
+  // The values are random per example, so a model that solved the task must read the context.
+  CHECK(follow > 90);
+  CHECK(stay < 5);
+  // The same seed, the same probe.
+  CHECK(qkv({"swap", dir + "/best.h5"}).out == r.out);
+  // Not a recall model: a clear error, exit 2.
+  const auto bad = qkv({"swap", trained_sort("swap_sort")});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("needs a recall or seq2seq_recall model, found task 'sort'") != std::string::npos);
+}
+
+}  // namespace qkv
