@@ -40,8 +40,8 @@ def main():
     by_arm = collections.defaultdict(lambda: collections.defaultdict(list))
     for r in runs:
         by_arm[r["arm"]][r["lr"]].append(r)
-    print("| arm | lr | runs | solved (test >= 99%) | runs with a retrieval head | its layer | best retrieval score, solved runs | unsolved runs |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| arm | lr | runs | solved (test >= 99%) | runs with a retrieval head | its layer | best retrieval score, solved runs | unsolved runs | value swap, solved runs: intact / follow / stay | unsolved runs |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for arm, lrs in by_arm.items():
         lr = max(sorted(lrs), key=lambda v: statistics.mean(float(r["val_token_acc"]) for r in lrs[v]))
         rs = lrs[lr]
@@ -52,14 +52,21 @@ def main():
         def scores(group):
             v = [float(best[r["run"]]["retrieval"]) for r in group if best[r["run"]]]
             return f"{min(v):.2f} to {max(v):.2f}" if v else "-"
+        def swap(group):
+            if not group:
+                return "-"
+            med = lambda k: statistics.median(float(r[k]) for r in group)
+            return f"{med('swap_intact'):.2f} / {med('swap_follow'):.2f} / {med('swap_stay'):.2f}"
         lo, hi = wilson(len(with_head), len(rs))
         slo, shi = wilson(len(solved), len(rs))
         print(f"| {arm} | {lr} | {len(rs)} | {len(solved)}/{len(rs)} [{slo:.2f}, {shi:.2f}] | "
               f"{len(with_head)}/{len(rs)} [{lo:.2f}, {hi:.2f}] | {', '.join(layers) or '-'} | {scores(solved)} | "
-              f"{scores([r for r in rs if r not in solved])} |")
+              f"{scores([r for r in rs if r not in solved])} | {swap(solved)} | {swap([r for r in rs if r not in solved])} |")
     print("\n_Per arm, the lr with the highest mean validation token accuracy. Retrieval head: a head whose "
           "largest attention weight falls on the queried key or its value for at least half the scored test "
-          "queries (qkv heads, docs/instruments.md). Intervals: Wilson 95%._")
+          "queries (qkv heads, docs/instruments.md). Value swap (qkv swap): medians over the solved and the unsolved runs "
+          "of the share of the swapped key's queries right before the swap, predicting the new value after it, and "
+          "still predicting the old one. Intervals: Wilson 95%._")
 
 
 if __name__ == "__main__":

@@ -159,7 +159,7 @@ cross_self() {
   local arm csvs=() heads=()
   for arm in cross encoder decoder; do
     sweep experiments/cross_self/$arm.yaml cross_self/$arm "${q[@]}"
-    $py $S/score.py $runs/cross_self/$arm --label arm=$arm --heads "$o/${arm}_heads.csv" --out "$o/$arm.csv" \
+    $py $S/score.py $runs/cross_self/$arm --label arm=$arm --swap --heads "$o/${arm}_heads.csv" --out "$o/$arm.csv" \
         --jobs "$jobs" --qkv "$qkv"
     csvs+=("$o/$arm.csv") heads+=("$o/${arm}_heads.csv")
   done

@@ -2,7 +2,7 @@
 """Score every finished run of one or more `qkv sweep` directories on the **test split**, into
 one per-run CSV (docs/experiment-method.md): the table the experiment reports are made from.
 
-    score.py SWEEP_DIR... --out RUNS.csv [--heads HEADS.csv] [--prune] [--tolerance 0.01] [--train]
+    score.py SWEEP_DIR... --out RUNS.csv [--heads HEADS.csv] [--prune] [--tolerance 0.01] [--train] [--swap]
              [--checkpoint best.h5|last.h5]
              [--label KEY=VALUE]... [--columns KEY,...] [--jobs 2] [--qkv build/qkv]
 
@@ -17,6 +17,8 @@ stopping):
   important first, importance measured on the validation split) gives heads_total and
   heads_removable, the most heads removed with test token accuracy within --tolerance of the
   intact model's (for text, test loss within --tolerance bits per char), and their fraction;
+- `--swap`: `qkv swap` (recall models: the queried value replaced in the context) gives
+  swap_intact, swap_follow and swap_stay;
 - `--heads FILE`: `qkv heads` (pattern scores of every head on test examples) into FILE, one row
   per run and head.
 `--label arm=compensated` adds a column, `--columns model.heads,model.value_dim` one per config key
@@ -113,6 +115,11 @@ def score(a, sweep_row, run_dir):
     row = {"run": sweep_row["run"], **{k: config[k] for k in a.columns}, **sweep_row}
     row["lr"] = float(config["optimizer.lr"])
     row.update(parse_eval(run_qkv(a.qkv, "eval", ck, *(["--train"] if a.train else []))))
+    if a.swap:
+        out = run_qkv(a.qkv, "swap", ck)
+        for key, label in [("swap_intact", "right before the swap"), ("swap_follow", "follow the new value"),
+                           ("swap_stay", "stay with the old value")]:
+            row[key] = float(re.search(re.escape(label) + r"\s+([\d.]+)%", out).group(1)) / 100
     heads = []
     if a.prune:
         total, ok = prune(a.qkv, ck, a.tolerance, "test_bits_per_char" in row)
@@ -139,6 +146,7 @@ def main():
     ap.add_argument("--heads", type=Path)
     ap.add_argument("--prune", action="store_true")
     ap.add_argument("--train", action="store_true")
+    ap.add_argument("--swap", action="store_true")
     ap.add_argument("--checkpoint", default="best.h5", help="best.h5 (default) or last.h5")
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
