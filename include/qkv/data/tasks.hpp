@@ -96,7 +96,8 @@ class Task {
   virtual bool seq2seq() const { return false; }
   /// seq2seq: decoder vocabulary including BOS; 0 otherwise.
   virtual std::size_t target_vocab() const { return 0; }
-  /// seq2seq: the BOS token id; -1 otherwise.
+  /// seq2seq: the BOS token id; -1 otherwise, and for seq2seq_recall, whose decoder inputs are
+  /// given rather than generated (its predictions are the teacher-forced argmax).
   virtual Index bos() const { return -1; }
   /// Examples first..first+count-1 of stream `seed`: example k uses Generator(hash64(seed, k)).
   virtual Batch examples(std::uint64_t seed, std::uint64_t first, std::size_t count) const = 0;
