@@ -9,7 +9,8 @@
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 3.5 hours on 2 cores in all
 #   (induction 20, dk_width 20, scale 35, heads 35, dropout 25, cross_self 15, mqar_sizes 45, retrieval 5).
 # --quick: 2 seeds and a few hundred steps per run, into runs/exp-quick/NAME (report included);
-#   nothing committed is touched. A few minutes.
+#   nothing committed is touched. 27 min for all eight on 2 cores shared with other jobs
+#   (2026-12-02, Intel Xeon): a smoke test of the pipeline, not evidence.
 # --report-only: no training; score and report what the sweep directories hold.
 # Every number in a table is on the test split; the validation split stops training and picks
 # the learning rate (docs/experiment-method.md). Training runs under nice, one thread each.
