@@ -140,13 +140,12 @@ dropout() {
   {
     for ck in best last; do
       local words="best checkpoint by validation token accuracy"; [ $ck = last ] && words="last checkpoint, no early stopping"
-      $py $S/report.py table "$o/residual_$ck.csv" "$o/attention_$ck.csv" --group arm,model.dropout,model.attn_dropout \
-          --select-lr val_loss:min --metric test_bits_per_char:mean --metric train_bits_per_char:mean \
+      local table=($py $S/report.py table "$o/residual_$ck.csv" "$o/attention_$ck.csv"
+                   --group arm,model.dropout,model.attn_dropout --select-lr val_loss:min --metric test_bits_per_char:mean)
+      "${table[@]}" --metric train_bits_per_char:mean \
           --title "Dropout on a 66,000-character slice of fortunes, $words: test and train bits per char"
       echo
-      $py $S/report.py table "$o/residual_$ck.csv" "$o/attention_$ck.csv" --group arm,model.dropout,model.attn_dropout \
-          --select-lr val_loss:min --metric test_bits_per_char:mean --test welch \
-          --compare arm=residual,model.dropout=0.0,model.attn_dropout=0.0 \
+      "${table[@]}" --test welch --compare arm=residual,model.dropout=0.0,model.attn_dropout=0.0 \
           --title "Test bits per char against no dropout ($words)"
       echo
     done

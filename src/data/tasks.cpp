@@ -81,13 +81,22 @@ void draw_recall(Generator& gen, std::size_t V, std::size_t pairs, std::size_t q
   }
 }
 
-// Recall in one sequence: the pairs then the queries, scored at the queries.
-class Recall final : public RowTask {
+// The sizes both recall layouts share: keys in [0, V), values in [V, 2V), V classes.
+class RecallBase : public RowTask {
  public:
-  Recall(std::size_t vocab, std::size_t pairs, std::size_t queries) : vocab_(vocab), pairs_(pairs), queries_(queries) {}
-  std::string name() const override { return "recall"; }
+  RecallBase(std::size_t vocab, std::size_t pairs, std::size_t queries) : vocab_(vocab), pairs_(pairs), queries_(queries) {}
   std::size_t input_vocab() const override { return 2 * vocab_; }
   std::size_t num_classes() const override { return vocab_; }
+
+ protected:
+  std::size_t vocab_, pairs_, queries_;
+};
+
+// Recall in one sequence: the pairs then the queries, scored at the queries.
+class Recall final : public RecallBase {
+ public:
+  using RecallBase::RecallBase;
+  std::string name() const override { return "recall"; }
   std::size_t input_length() const override { return 2 * pairs_ + queries_; }
 
  protected:
@@ -95,21 +104,15 @@ class Recall final : public RowTask {
     std::fill(target, target + 2 * pairs_, kIgnore);
     draw_recall(gen, vocab_, pairs_, queries_, input, input + 2 * pairs_, target + 2 * pairs_);
   }
-
- private:
-  std::size_t vocab_, pairs_, queries_;
 };
 
 // The same content split for an encoder-decoder: the pairs are the source, the queries the
 // decoder's inputs (given, not generated: bos() is -1), their values its targets. The decoder
 // reads the pairs through cross-attention only.
-class Seq2SeqRecall final : public RowTask {
+class Seq2SeqRecall final : public RecallBase {
  public:
-  Seq2SeqRecall(std::size_t vocab, std::size_t pairs, std::size_t queries)
-      : vocab_(vocab), pairs_(pairs), queries_(queries) {}
+  using RecallBase::RecallBase;
   std::string name() const override { return "seq2seq_recall"; }
-  std::size_t input_vocab() const override { return 2 * vocab_; }
-  std::size_t num_classes() const override { return vocab_; }
   std::size_t input_length() const override { return 2 * pairs_; }
   std::size_t target_length() const override { return queries_; }
   bool seq2seq() const override { return true; }
@@ -120,9 +123,6 @@ class Seq2SeqRecall final : public RowTask {
   void fill(Split, std::uint64_t, Generator& gen, Index* input, Index* target, Index* decoder) const override {
     draw_recall(gen, vocab_, pairs_, queries_, input, decoder, target);
   }
-
- private:
-  std::size_t vocab_, pairs_, queries_;
 };
 
 }  // namespace
@@ -181,8 +181,9 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   o.validate();
   if (auto t = make_next_token_task(o, tokenizer)) return t;
   const std::string& n = o.name;
-  if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
-  if (n == "seq2seq_recall") return std::make_unique<Seq2SeqRecall>(o.vocab, o.pairs, o.queries ? o.queries : o.pairs);
+  const std::size_t queries = o.queries ? o.queries : o.pairs;
+  if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, queries);
+  if (n == "seq2seq_recall") return std::make_unique<Seq2SeqRecall>(o.vocab, o.pairs, queries);
   if (n == "copy") return std::make_unique<Labelling>(n, Kind::Copy, o.vocab, o.length);
   if (n == "reverse") return std::make_unique<Labelling>(n, Kind::Reverse, o.vocab, o.length);
   if (n == "sort") return std::make_unique<Labelling>(n, Kind::Sort, o.vocab, o.length);
