@@ -52,8 +52,8 @@ bench: deps
 	@cmake --build build-bench -j $(JOBS)
 
 # The experiments of experiments/README.md: the first report (scripts/run_experiments.sh, about 40
-# minutes on 2 cores) and the second (scripts/experiments/run.sh, about 3.5 hours); --quick: a few
-# minutes for the first, about 27 for the second, into runs/ only.
+# minutes on 2 cores) and the second (scripts/experiments/run.sh, about 8 hours, an estimate); --quick: a few
+# minutes for the first, about 6 for the second, into runs/ only.
 experiments: build
 	scripts/run_experiments.sh --qkv $(BUILD)/qkv
 	scripts/experiments/run.sh --qkv $(BUILD)/qkv

@@ -6,11 +6,13 @@
 #
 # NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval (default: all eight).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 3.5 hours on 2 cores in all
-#   (induction 20, dk_width 20, scale 35, heads 35, dropout 25, cross_self 15, mqar_sizes 45, retrieval 5).
-# --quick: 2 seeds and a few hundred steps per run, into runs/exp-quick/NAME (report included);
-#   nothing committed is touched. 27 min for all eight on 2 cores shared with other jobs
-#   (2026-12-02, Intel Xeon): a smoke test of the pipeline, not evidence.
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 8 hours on 2 cores in all, an
+#   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 50, heads 35, dropout 25,
+#   cross_self 15, mqar_sizes about 300 for its full grid, retrieval 5).
+# --quick: 2 seeds, one learning rate, a few settings and 100-300 steps per run, into
+#   runs/exp-quick/NAME (report included); nothing committed is touched. A smoke test of the
+#   pipeline, not evidence: 6 min 13 s for all eight on 2 cores shared with one other training
+#   run (2026-12-02, AVX2 EPYC).
 # --report-only: no training; score and report what the sweep directories hold.
 # Every number in a table is on the test split; the validation split stops training and picks
 # the learning rate (docs/experiment-method.md). Training runs under nice, one thread each.
@@ -50,7 +52,7 @@ out_dir() { if [ $quick = 1 ]; then echo "$runs/$1/report"; else echo "experimen
 
 induction() {
   local o; o=$(out_dir induction); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=300 --set train.eval_every=50)
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set train.eval_every=50 --grid optimizer.lr=0.001)
   sweep experiments/induction/sweep.yaml induction "${q[@]}"
   $py $S/score.py $runs/induction --out "$o/runs.csv" --heads "$o/heads.csv" --jobs "$jobs" --qkv "$qkv"
   $py $S/induction.py $runs/induction "$o/runs.csv" "$o/heads.csv" "$o" --qkv "$qkv" > "$o/results.md"
@@ -58,7 +60,7 @@ induction() {
 
 dk_width() {
   local o; o=$(out_dir dk_width); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100 --grid optimizer.lr=0.003)
   for h in 2 8 32; do sweep experiments/dk_width/h$h.yaml dk_width/h$h "${q[@]}"; done
   $py $S/score.py $runs/dk_width/h2 $runs/dk_width/h8 $runs/dk_width/h32 --columns model.heads,model.value_dim \
       --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
@@ -76,7 +78,7 @@ dk_width() {
 
 scale() {
   local o; o=$(out_dir scale); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100 --grid optimizer.lr=0.001)
   sweep experiments/scale/scaled.yaml scale/scaled "${q[@]}"
   sweep experiments/scale/unscaled.yaml scale/unscaled "${q[@]}"
   local d comp=()
@@ -108,7 +110,7 @@ scale() {
 
 heads() {
   local o; o=$(out_dir heads); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100 --grid model.heads=2,4 --grid optimizer.lr=0.003)
   sweep experiments/heads/recall.yaml heads/recall "${q[@]}"
   sweep experiments/heads/fortunes.yaml heads/fortunes "${q[@]}"
   $py $S/score.py $runs/heads/recall --prune --tolerance 0.01 --out "$o/recall.csv" --jobs "$jobs" --qkv "$qkv"
@@ -127,9 +129,11 @@ heads() {
 
 dropout() {
   local o; o=$(out_dir dropout); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
-  sweep experiments/dropout/residual.yaml dropout/residual "${q[@]}"
-  sweep experiments/dropout/attention.yaml dropout/attention "${q[@]}"
+  local q=() qr=() qa=()
+  [ $quick = 1 ] && q=(--set train.steps=100 --grid optimizer.lr=0.003) qr=(--grid model.dropout=0.0,0.2) \
+      qa=(--grid model.attn_dropout=0.1)
+  sweep experiments/dropout/residual.yaml dropout/residual "${q[@]}" "${qr[@]}"
+  sweep experiments/dropout/attention.yaml dropout/attention "${q[@]}" "${qa[@]}"
   local arm ck
   for arm in residual attention; do
     for ck in best last; do
@@ -155,7 +159,7 @@ dropout() {
 
 cross_self() {
   local o; o=$(out_dir cross_self); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=300)
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --grid optimizer.lr=0.003)
   local arm csvs=() heads=()
   for arm in cross encoder decoder; do
     sweep experiments/cross_self/$arm.yaml cross_self/$arm "${q[@]}"
@@ -174,7 +178,7 @@ cross_self() {
 
 mqar_sizes() {
   local o; o=$(out_dir mqar_sizes); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100 --set task.eval_size=128 --grid model.d_model=64 --grid optimizer.lr=0.003)
   local n dirs=()
   for n in 64 128 256; do
     sweep experiments/mqar_sizes/len$n.yaml mqar_sizes/len$n "${q[@]}"

@@ -221,7 +221,7 @@ int gradcheck(bool list, const std::string& only) {
 
 int sweep(const SweepArgs& a) {
   return guarded([&] {
-    app::SweepPlan plan = app::load_sweep(a.file, a.overrides, a.seeds);
+    app::SweepPlan plan = app::load_sweep(a.file, a.overrides, a.seeds, a.grid);
     if (a.dry_run) {
       for (auto& r : plan.runs) std::printf("%s\n", r.name.c_str());
       std::printf("%zu runs from %s into %s\n", plan.runs.size(), plan.base.c_str(), (a.out.empty() ? plan.out : a.out).c_str());

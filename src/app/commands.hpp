@@ -113,6 +113,7 @@ struct SweepArgs {
   std::string file;
   std::vector<std::string> overrides;
   std::vector<std::uint64_t> seeds;  ///< replace the file's seeds when non-empty
+  std::vector<std::string> grid;     ///< "KEY=V1,V2": replace one grid key's values
   std::string out;
   int jobs = 1;
   int threads = 0;

@@ -117,6 +117,8 @@ int main(int argc, char** argv) {
   sweep->add_option("sweep", s.file, "Sweep file (YAML: base, set, grid, seeds, out)")->required();
   sweep->add_option("--set", s.overrides, "Override a key of the base config for every run")->type_name("KEY=VALUE");
   sweep->add_option("--seeds", s.seeds, "Seeds instead of the file's (e.g. 1,2: a quick variant)")->delimiter(',');
+  sweep->add_option("--grid", s.grid, "Replace one grid key's values (e.g. optimizer.lr=0.001: a quick variant)")
+      ->type_name("KEY=V1,V2");
   sweep->add_option("--out", s.out, "Sweep directory (default: out of the sweep file)");
   sweep->add_option("--jobs", s.jobs, "Runs at once in this process (per MPI rank)")->check(whole_number(1));
   sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(whole_number(0));

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cstdio>
@@ -80,7 +81,7 @@ bool finished(const std::string& dir) { return fs::exists(fs::path(dir) / "resul
 }  // namespace
 
 SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra,
-                     const std::vector<std::uint64_t>& seed_override) {
+                     const std::vector<std::uint64_t>& seed_override, const std::vector<std::string>& grid_override) {
   YAML::Node root;
   try {
     root = YAML::LoadFile(path);
@@ -121,6 +122,19 @@ SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& ex
       for (auto x : kv.second) v.push_back(x.as<std::string>());
       values.push_back(v);
     }
+  }
+  for (auto& g : grid_override) {  // --grid KEY=V1,V2: this key's values instead of the file's
+    const auto eq = g.find('=');
+    const std::string key = g.substr(0, eq);
+    const auto at = std::find(plan.grid_keys.begin(), plan.grid_keys.end(), key);
+    if (eq == std::string::npos || eq + 1 == g.size())
+      throw config::ConfigError(path, 0, key, "--grid expects KEY=V1,V2,..., found '" + g + "'");
+    if (at == plan.grid_keys.end())
+      throw config::ConfigError(path, 0, key, "--grid names a key the sweep file's grid does not have (use --set for the others)");
+    auto& v = values[std::size_t(at - plan.grid_keys.begin())];
+    v.clear();
+    std::stringstream ss(g.substr(eq + 1));
+    for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
   }
   std::vector<std::string> seeds = {"1", "2", "3"};
   if (auto s = root["seeds"]) {

@@ -40,9 +40,11 @@ struct SweepPlan {
 
 /// Read a sweep file and validate every run's config (errors: config::ConfigError with file,
 /// line and key). `extra` overrides apply to every run; non-empty `seeds` replace the file's
-/// seeds (`qkv sweep --seeds 1,2`: a quick variant of a sweep).
+/// seeds (`qkv sweep --seeds 1,2`: a quick variant of a sweep); each `grid` entry "KEY=V1,V2"
+/// replaces the values of one key of the file's grid (`--grid optimizer.lr=0.001`: one lr of the
+/// file's; an error if the grid has no such key). Run names do not change with either.
 SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra = {},
-                     const std::vector<std::uint64_t>& seeds = {});
+                     const std::vector<std::uint64_t>& seeds = {}, const std::vector<std::string>& grid = {});
 
 struct SweepOptions {
   std::string executable;  ///< the qkv binary that trains each run

@@ -101,6 +101,24 @@ TEST_CASE("sweep: the plan is every grid combination times every seed, last key 
   REQUIRE(quick.runs.size() == 4);
   CHECK(quick.runs[0].name == "heads=1_scale=0_seed=9");
   CHECK(config::load_config(quick.base, quick.runs[3].overrides).seed == 9);
+  // --grid replaces one key's values; the names stay those of the full sweep.
+  auto one = app::load_sweep(dir + "/s.yaml", {}, {}, {"model.scale=1"});
+  REQUIRE(one.runs.size() == 4);
+  CHECK(one.runs[0].name == "heads=1_scale=1_seed=4");
+  CHECK(one.runs[3].name == "heads=2_scale=1_seed=5");
+  auto wider = app::load_sweep(dir + "/s.yaml", {}, {}, {"model.heads=1,2,4"});
+  CHECK(wider.runs.size() == 12);
+  CHECK(wider.runs[11].name == "heads=4_scale=1_seed=5");
+  auto grid_error = [&](const std::string& g) {
+    try {
+      app::load_sweep(dir + "/s.yaml", {}, {}, {g});
+    } catch (const config::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(grid_error("train.steps=5").find("grid does not have") != std::string::npos);
+  CHECK(grid_error("model.heads=").find("KEY=V1,V2") != std::string::npos);
 }
 
 TEST_CASE("sweep: bad sweep files name the file, line and key") {
