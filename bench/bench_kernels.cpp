@@ -41,18 +41,21 @@ void rate(benchmark::State& state, double per_iteration, const char* name) {
 //   forward  y  = x W^T        gemm(no, trans)  M=R N=N K=K
 //   dx       dx = dy W         gemm(no, no)     M=R N=K K=N
 //   dW       dW = dy^T x       gemm(trans, no)  M=N N=K K=R
-void gemm_linear(benchmark::State& state, int which) {
+// serial: one OpenBLAS call for the whole product (kernels::gemm_serial) instead of qkv's
+// shape-only blocks (kernels::gemm): at 1 thread the difference is the cost of the blocks.
+void gemm_linear(benchmark::State& state, int which, bool serial = false) {
   const std::size_t R = std::size_t(state.range(0)), K = std::size_t(state.range(1)), N = std::size_t(state.range(2));
   Array<float> x = random_array({R, K}, 1), w = random_array({N, K}, 2), dy = random_array({R, N}, 3);
   Array<float> y = Array<float>::from_shape({R, N}), dx = Array<float>::from_shape({R, K});
   Array<float> dw = Array<float>::from_shape({N, K});
+  const auto gemm = serial ? kernels::gemm_serial<float> : kernels::gemm<float>;
   for (auto _ : state) {
     if (which == 0)
-      kernels::gemm<float>(false, true, R, N, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N);
+      gemm(false, true, R, N, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N);
     else if (which == 1)
-      kernels::gemm<float>(false, false, R, K, N, 1.f, dy.data(), N, w.data(), K, 0.f, dx.data(), K);
+      gemm(false, false, R, K, N, 1.f, dy.data(), N, w.data(), K, 0.f, dx.data(), K);
     else
-      kernels::gemm<float>(true, false, N, K, R, 1.f, dy.data(), N, x.data(), K, 0.f, dw.data(), K);
+      gemm(true, false, N, K, R, 1.f, dy.data(), N, x.data(), K, 0.f, dw.data(), K);
     benchmark::ClobberMemory();
   }
   rate(state, 2.0 * double(R) * double(K) * double(N), "GFLOP");
@@ -60,6 +63,9 @@ void gemm_linear(benchmark::State& state, int which) {
 void gemm_forward(benchmark::State& s) { gemm_linear(s, 0); }
 void gemm_backward_input(benchmark::State& s) { gemm_linear(s, 1); }
 void gemm_backward_weight(benchmark::State& s) { gemm_linear(s, 2); }
+void gemm_forward_one_call(benchmark::State& s) { gemm_linear(s, 0, true); }
+void gemm_backward_input_one_call(benchmark::State& s) { gemm_linear(s, 1, true); }
+void gemm_backward_weight_one_call(benchmark::State& s) { gemm_linear(s, 2, true); }
 
 // rows = B*T, in, out of the workloads' Linear layers: small (2048 rows, 64 <-> 256), medium
 // (4096 rows, 256 <-> 256 and 256 <-> 1024), long (4096 rows, 128 <-> 512).
@@ -73,6 +79,9 @@ void linear_shapes(benchmark::internal::Benchmark* b) {
 BENCHMARK(gemm_forward)->Apply(linear_shapes);
 BENCHMARK(gemm_backward_input)->Apply(linear_shapes);
 BENCHMARK(gemm_backward_weight)->Apply(linear_shapes);
+BENCHMARK(gemm_forward_one_call)->Apply(linear_shapes);
+BENCHMARK(gemm_backward_input_one_call)->Apply(linear_shapes);
+BENCHMARK(gemm_backward_weight_one_call)->Apply(linear_shapes);
 
 // Square sgemm, to measure the machine's single-precision GEMM peak.
 void gemm_square(benchmark::State& state) {

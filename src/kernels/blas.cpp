@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/allocator.hpp"
 
 #ifndef QKV_BLAS_LIBRARY
 #define QKV_BLAS_LIBRARY "libopenblas.so.0"
@@ -117,29 +118,39 @@ void gemm_serial(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
 
 namespace {
 
-// Where gemm cuts C (see gemm below): blocks of `block` rows (columns when !by_rows).
+// Where gemm cuts the product (see gemm below): blocks of `block` rows of C, or columns, or
+// (kind kDepth) slices of the inner dimension K whose partial products are added in order.
+enum class Cut { kRows, kColumns, kDepth };
 struct GemmPlan {
-  bool by_rows;
+  Cut cut;
   std::size_t extent, block, count;
 };
 
 GemmPlan plan_gemm(std::size_t M, std::size_t N, std::size_t K) {
-  constexpr std::size_t kAlign = 64;     // block borders: multiples of 64 rows or columns
+  constexpr std::size_t kAlign = 64;     // block borders: multiples of 64 rows, columns or depth
   constexpr std::size_t kMaxBlocks = 8;  // enough for 8 threads
+  constexpr std::size_t kMaxDepthBlocks = 4;
   // Every block does at least this many multiply-adds, so a call's fixed cost (packing the shared
   // operand, about 1/64 of the block's work at worst) stays small. It also keeps every block above
   // OpenBLAS's "small matrix" line (M*N*K <= 100^3 on x86_64), whose kernels round differently.
   constexpr double kMinBlockWork = 2e6;
-  const bool by_rows = M >= N;
-  const std::size_t extent = by_rows ? M : N;
-  const double work_per_line = double(by_rows ? N : M) * double(K);
-  for (std::size_t blocks = std::min(kMaxBlocks, extent / kAlign); blocks > 1; --blocks) {
+  // A block of rows (columns) packs the whole of the other operand again: K x N (K x M) values.
+  // When K is the long side (the weight gradient x^T dy of a Linear layer: K = batch x tokens)
+  // that repacking costs 15-25% of the product, so such products are cut along K instead: each
+  // slice packs only its own part of both operands, and the partial products, M x N each, are
+  // added in slice order.
+  // Each slice writes an M x N partial that is added again, so slices are fewer (at most 4).
+  const bool deep = K >= 4 * std::max(M, N);
+  const Cut cut = deep ? Cut::kDepth : M >= N ? Cut::kRows : Cut::kColumns;
+  const std::size_t extent = cut == Cut::kDepth ? K : cut == Cut::kRows ? M : N;
+  const std::size_t max_blocks = deep ? kMaxDepthBlocks : kMaxBlocks;
+  const double work_per_line = cut == Cut::kDepth ? double(M) * double(N) : double(cut == Cut::kRows ? N : M) * double(K);
+  for (std::size_t blocks = std::min(max_blocks, extent / kAlign); blocks > 1; --blocks) {
     const std::size_t block = ((extent + blocks - 1) / blocks + kAlign - 1) / kAlign * kAlign;
     const std::size_t count = (extent + block - 1) / block;
-    if (double(extent - (count - 1) * block) * work_per_line >= kMinBlockWork)
-      return {by_rows, extent, block, count};
+    if (double(extent - (count - 1) * block) * work_per_line >= kMinBlockWork) return {cut, extent, block, count};
   }
-  return {by_rows, extent, extent, 1};
+  return {cut, extent, extent, 1};
 }
 
 }  // namespace
@@ -151,21 +162,62 @@ std::size_t gemm_block_count(std::size_t M, std::size_t N, std::size_t K) {
 template <class T>
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
           std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
-  // C is cut into blocks of rows (or of columns when M < N) that depend on the shape only, never
-  // on the thread count, and each block is one OpenBLAS call; threads share out whole blocks. One
-  // thread makes the same calls as eight, so the bits are the same for any thread count, whatever
-  // the BLAS kernel does inside a call. (A split into one block per thread, aligned to 64 rows,
-  // was not enough: with OpenBLAS's Haswell sgemm kernels a 2048-row product split at row 1024
-  // differed from the whole one from row 1020 on, in about 1 element of 7.)
+  // The product is cut into blocks that depend on the shape only, never on the thread count, and
+  // each block is one OpenBLAS call; threads share out whole blocks. One thread makes the same
+  // calls as eight, so the bits are the same for any thread count, whatever the BLAS kernel does
+  // inside a call. (A split into one block per thread, aligned to 64 rows, was not enough: with
+  // OpenBLAS's Haswell sgemm kernels a 2048-row product split at row 1024 differed from the whole
+  // one from row 1020 on, in about 1 element of 7.)
   const GemmPlan plan = plan_gemm(M, N, K);
   if (plan.count <= 1) {
     call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const long count = long(plan.count);
+  const bool serial = num_threads() == 1 || in_parallel();
+  if (plan.cut == Cut::kDepth) {
+    // Slice 0 goes to C with the caller's beta; slice i > 0 to partial i - 1 (M x N, pooled);
+    // then C += partials in slice order, element by element.
+    struct Scratch {  // pooled, not zeroed: every value is written by a BLAS call (beta 0)
+      std::size_t n;
+      T* p;
+      explicit Scratch(std::size_t size) : n(size), p(Allocator<T>().allocate(size)) {}
+      ~Scratch() { Allocator<T>().deallocate(p, n); }
+      T* data() const { return p; }
+    } partial((plan.count - 1) * M * N);
+    auto run = [&](long i) {
+      const std::size_t lo = std::size_t(i) * plan.block, n = std::min(plan.block, K - lo);
+      const T* a = ta ? A + lo * lda : A + lo;
+      const T* b = tb ? B + lo : B + lo * ldb;
+      if (i == 0)
+        call_gemm(ta, tb, M, N, n, alpha, a, lda, b, ldb, beta, C, ldc);
+      else
+        call_gemm(ta, tb, M, N, n, alpha, a, lda, b, ldb, T(0), partial.data() + std::size_t(i - 1) * M * N, N);
+    };
+    auto add = [&](std::size_t r) {
+      T* c = C + r * ldc;
+      for (std::size_t i = 1; i < plan.count; ++i) {
+        const T* p = partial.data() + ((i - 1) * M + r) * N;
+        for (std::size_t j = 0; j < N; ++j) c[j] += p[j];
+      }
+    };
+    if (serial) {
+      for (long i = 0; i < count; ++i) run(i);
+      for (std::size_t r = 0; r < M; ++r) add(r);
+      return;
+    }
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+      for (long i = 0; i < count; ++i) run(i);
+#pragma omp for schedule(static)
+      for (long r = 0; r < long(M); ++r) add(std::size_t(r));
+    }
+    return;
+  }
   auto run = [&](long i) {
     const std::size_t lo = std::size_t(i) * plan.block, n = std::min(plan.block, plan.extent - lo);
-    if (plan.by_rows) {
+    if (plan.cut == Cut::kRows) {
       const T* a = ta ? A + lo : A + lo * lda;
       call_gemm(ta, tb, n, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
     } else {
@@ -173,7 +225,7 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
       call_gemm(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
     }
   };
-  if (num_threads() == 1 || in_parallel()) {
+  if (serial) {
     for (long i = 0; i < count; ++i) run(i);
     return;
   }

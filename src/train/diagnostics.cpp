@@ -1,12 +1,15 @@
 #include "qkv/train/diagnostics.hpp"
 
 #include "qkv/autograd/tape.hpp"
+#include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/parallel.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "qkv/train/evaluate.hpp"
 #include "qkv/train/model.hpp"
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace qkv::train {
 
@@ -61,18 +64,20 @@ double score_variance(const Array<float>& q, const Array<float>& k) {
     throw ShapeError("score_variance: q " + shape_str(q.shape()) + " and k " + shape_str(k.shape()) +
                      " are not (B, H, Tq, D) and (B, H, Tk, D)");
   const std::size_t BH = q.shape()[0] * q.shape()[1], Tq = q.shape()[2], Tk = k.shape()[2], D = q.shape()[3];
+  // Per (batch, head): the scores S = q k^T (Tq, Tk) as one float GEMM, then their sum and sum of
+  // squares in double; the partials are added in (batch, head) order, so any thread count gives
+  // the same bits.
+  std::vector<double> sums(BH), squares(BH);
+  parallel_for(BH, Tq * Tk * D, [&](std::size_t bh) {
+    std::vector<float> scores(Tq * Tk);
+    kernels::gemm_serial<float>(false, true, Tq, Tk, D, 1.f, q.data() + bh * Tq * D, D, k.data() + bh * Tk * D, D, 0.f,
+                                scores.data(), Tk);
+    double s = 0, s2 = 0;
+    for (float x : scores) s += x, s2 += double(x) * x;
+    sums[bh] = s, squares[bh] = s2;
+  });
   double sum = 0, sum_sq = 0;
-  for (std::size_t bh = 0; bh < BH; ++bh)
-    for (std::size_t i = 0; i < Tq; ++i) {
-      const float* qi = q.data() + (bh * Tq + i) * D;
-      for (std::size_t j = 0; j < Tk; ++j) {
-        const float* kj = k.data() + (bh * Tk + j) * D;
-        double s = 0;
-        for (std::size_t d = 0; d < D; ++d) s += double(qi[d]) * kj[d];
-        sum += s;
-        sum_sq += s * s;
-      }
-    }
+  for (std::size_t bh = 0; bh < BH; ++bh) sum += sums[bh], sum_sq += squares[bh];
   const double n = double(BH * Tq * Tk);
   if (n == 0) return std::numeric_limits<double>::quiet_NaN();
   const double mean = sum / n;

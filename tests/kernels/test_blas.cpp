@@ -30,7 +30,9 @@ struct Case {
 
 // Errors are compared per unit of K (the rounding bound grows with K). Odd sizes, a size below and above the 64-row split granularity, and ones big enough for gemm()
 // to split across threads (M*N*K >= 2^18).
-const Case kCases[] = {{1, 1, 1}, {3, 5, 7}, {17, 1, 33}, {65, 31, 9}, {130, 67, 45}, {67, 200, 41}, {257, 129, 65}};
+// The last two are cut along K (K >= 4 max(M, N): 2 slices, and 4 with a short last one).
+const Case kCases[] = {{1, 1, 1},     {3, 5, 7},      {17, 1, 33},    {65, 31, 9}, {130, 67, 45},
+                       {67, 200, 41}, {257, 129, 65}, {64, 48, 2048}, {40, 70, 4000}};
 
 template <class T>
 void check_against_naive(double tol) {
@@ -76,12 +78,16 @@ TEST_CASE("gemm: float matches a naive loop, all transposes, odd sizes, strided"
 
 TEST_CASE("gemm: double matches a naive loop, all transposes, odd sizes, strided") { check_against_naive<double>(1e-14); }
 
-TEST_CASE("gemm: 1, 2 and 3 threads give the same bits, split by rows and by columns") {
+TEST_CASE("gemm: 1, 2 and 3 threads give the same bits, split by rows, by columns and along K") {
   // Shapes of the models qkv trains (2048 rows of width 64: batch 64 x length 32), shapes whose
   // blocks do not divide evenly, and one left whole. Before the blocks depended on the shape only,
   // the first three differed in the last bits at 2 threads with OpenBLAS's Haswell kernels.
   struct Case { std::size_t M, N, K; };
-  const Case cases[] = {{2048, 64, 64}, {1000, 64, 64}, {64, 2048, 64}, {2048, 256, 64}, {300, 70, 100}, {70, 300, 100}};
+  // The last three: weight gradients (K = rows of the batch), cut along K.
+  const Case cases[] = {{2048, 64, 64},  {1000, 64, 64},   {64, 2048, 64},  {2048, 256, 64}, {300, 70, 100},
+                        {70, 300, 100}, {64, 64, 2048},   {256, 64, 4096}, {40, 70, 4000}};
+  CHECK(kernels::gemm_block_count(64, 64, 2048) == 4);
+  CHECK(kernels::gemm_block_count(40, 70, 4000) == 4);
   CHECK(kernels::gemm_block_count(2048, 64, 64) == 4);
   CHECK(kernels::gemm_block_count(64, 2048, 64) == 4);
   CHECK(kernels::gemm_block_count(2048, 256, 64) == 8);
@@ -102,7 +108,7 @@ TEST_CASE("gemm: 1, 2 and 3 threads give the same bits, split by rows and by col
 TEST_CASE("gemm: blocks are multiples of 64 lines, each above the small-matrix line, and cover C") {
   for (std::size_t M : {64, 127, 128, 500, 1000, 2048, 4096, 10000})
     for (std::size_t N : {16, 64, 300})
-      for (std::size_t K : {8, 64, 512}) {
+      for (std::size_t K : {8, 64, 512, 4096}) {
         const std::size_t blocks = kernels::gemm_block_count(M, N, K);
         CAPTURE(M);
         CAPTURE(N);
@@ -110,7 +116,8 @@ TEST_CASE("gemm: blocks are multiples of 64 lines, each above the small-matrix l
         CHECK(blocks >= 1);
         CHECK(blocks <= 8);
         if (blocks > 1) {
-          const std::size_t extent = std::max(M, N), line = std::min(M, N) * K;
+          const bool deep = K >= 4 * std::max(M, N);  // cut along K: lines of M x N multiply-adds
+          const std::size_t extent = deep ? K : std::max(M, N), line = deep ? M * N : std::min(M, N) * K;
           const std::size_t block = ((extent + blocks - 1) / blocks + 63) / 64 * 64;
           CHECK((blocks - 1) * block < extent);
           CHECK(double(extent - (blocks - 1) * block) * double(line) >= 2e6);

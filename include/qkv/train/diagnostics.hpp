@@ -24,7 +24,8 @@ AttentionStats attention_stats(const Array<float>& weights);
 double head_redundancy(const Array<float>& weights);
 
 /// Variance of the raw scores q_i . k_j (before the softmax scale) over every example, head and
-/// query-key pair (masked pairs included) of q (B, H, Tq, D) and k (B, H, Tk, D), in double:
+/// query-key pair (masked pairs included) of q (B, H, Tq, D) and k (B, H, Tk, D): the scores in float
+/// (one GEMM per batch and head), their moments in double,
 /// E[s^2] - E[s]^2. The quantity the 1/sqrt(d_k) argument is about (Vaswani et al. 2017,
 /// footnote 4: with unit-variance components it is d_k); the scaled softmax sees it times scale^2.
 double score_variance(const Array<float>& q, const Array<float>& k);
