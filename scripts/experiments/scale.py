@@ -121,7 +121,10 @@ def plot(a, chosen):
             curves = []
             for r in chosen.get((arm, d), []):
                 sweep = a.sweeps / (f"compensated_dk{d}" if arm == "compensated" else arm)
-                metrics = list(csv.DictReader(open(sweep / "runs" / r["run"] / "metrics.csv")))
+                path = sweep / "runs" / r["run"] / "metrics.csv"
+                if not path.exists():  # a run scored in an earlier session: its CSV row, not its curve
+                    continue
+                metrics = list(csv.DictReader(open(path)))
                 x = [int(m["step"]) for m in metrics]
                 y = [layer_mean(m) * scale_sq(arm, d) for m in metrics]
                 curves.append((x, y))

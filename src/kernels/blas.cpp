@@ -138,8 +138,7 @@ GemmPlan plan_gemm(std::size_t M, std::size_t N, std::size_t K) {
   // When K is the long side (the weight gradient x^T dy of a Linear layer: K = batch x tokens)
   // that repacking costs 15-25% of the product, so such products are cut along K instead: each
   // slice packs only its own part of both operands, and the partial products, M x N each, are
-  // added in slice order.
-  // Each slice writes an M x N partial that is added again, so slices are fewer (at most 4).
+  // added in slice order. Each partial is written and read once more, so slices are fewer (<= 4).
   const bool deep = K >= 4 * std::max(M, N);
   const Cut cut = deep ? Cut::kDepth : M >= N ? Cut::kRows : Cut::kColumns;
   const std::size_t extent = cut == Cut::kDepth ? K : cut == Cut::kRows ? M : N;
