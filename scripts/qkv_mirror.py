@@ -383,7 +383,10 @@ class Seq2Seq(nn.Module):
         return self(batch["inputs"], batch["decoder_inputs"])
 
     def predict(self, batch, logits):
-        """Greedy decoding, as qkv's evaluation: BOS, then the argmax of the last position, appended."""
+        """Greedy decoding, as qkv's evaluation: BOS, then the argmax of the last position, appended.
+        Without a BOS (bos -1: seq2seq_recall, whose decoder inputs are given) the teacher-forced argmax."""
+        if self.bos < 0:
+            return logits.argmax(-1)
         src, T = batch["inputs"], batch["targets"].shape[1]
         memory = self.encode(src)
         out = torch.full((src.shape[0], 0), 0, dtype=torch.int64)

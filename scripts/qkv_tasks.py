@@ -16,7 +16,8 @@ hash64(seed, 0).
     /usr/bin/python3 scripts/qkv_tasks.py sort --vocab 8 --length 6 --seed 1 --count 2
 
 batch["inputs"] (N, T), batch["targets"] (N, Tt) with IGNORE (-100) where not scored, and for
-sequence-to-sequence tasks batch["decoder_inputs"] (N, Tt) = BOS then targets[:-1].
+sequence-to-sequence tasks batch["decoder_inputs"] (N, Tt) = BOS then targets[:-1] (seq2seq_recall: the
+queries, given, with no BOS: bos -1).
 tests/torch/test_bridge.py checks the inputs against the tokens `qkv logits` prints and the
 losses against `qkv eval`.
 """
@@ -27,7 +28,7 @@ import numpy as np
 
 MASK64 = (1 << 64) - 1
 IGNORE = -100  # data::kIgnore
-TASKS = ("copy", "reverse", "sort", "recall", "seq2seq_reverse", "seq2seq_sort")  # data::task_names()
+TASKS = ("copy", "reverse", "sort", "recall", "seq2seq_reverse", "seq2seq_sort", "seq2seq_recall")  # data::task_names()
 DEFAULTS = {"name": "sort", "vocab": 16, "length": 32, "pairs": 8, "queries": 0, "eval_size": 512}
 
 
@@ -69,26 +70,34 @@ class Task:
         self.pairs = int(o["pairs"])
         self.queries = int(o["queries"]) or self.pairs
         self.seq2seq = self.name.startswith("seq2seq_")
-        self.input_vocab = 2 * self.vocab if self.name == "recall" else self.vocab
+        recall = self.name in ("recall", "seq2seq_recall")
+        self.input_vocab = 2 * self.vocab if recall else self.vocab
         self.num_classes = self.vocab
         self.input_length = 2 * self.pairs + self.queries if self.name == "recall" else self.length
         self.target_length = self.input_length
         self.target_vocab = self.vocab + 1 if self.seq2seq else 0
         self.bos = self.vocab if self.seq2seq else -1
+        if self.name == "seq2seq_recall":  # pairs to the encoder, queries the decoder's given inputs
+            self.input_length, self.target_length, self.target_vocab, self.bos = 2 * self.pairs, self.queries, self.vocab, -1
 
     def fill(self, gen):
+        """(input, target) lists, or (input, target, decoder input) for seq2seq_recall."""
         if self.name == "recall":
             return self.fill_recall(gen)
+        if self.name == "seq2seq_recall":
+            x, y = self.fill_recall(gen, 2 * self.pairs + self.queries)
+            P2 = 2 * self.pairs
+            return x[:P2], y[P2:], x[P2:]
         x = [gen.randint(self.vocab) for _ in range(self.length)]
         kind = self.name.replace("seq2seq_", "")
         y = sorted(x) if kind == "sort" else x[::-1] if kind == "reverse" else list(x)
         return x, y
 
-    def fill_recall(self, gen):
+    def fill_recall(self, gen, length=None):
         # Distinct keys: the first `pairs` entries of a partial Fisher-Yates shuffle of [0, V).
-        V, P = self.vocab, self.pairs
+        V, P, n = self.vocab, self.pairs, length or self.input_length
         keys, values = list(range(V)), []
-        x, y = [0] * self.input_length, [IGNORE] * self.input_length
+        x, y = [0] * n, [IGNORE] * n
         for i in range(P):
             j = i + gen.randint(V - i)
             keys[i], keys[j] = keys[j], keys[i]
@@ -110,9 +119,11 @@ class Task:
     def examples(self, stream, first, count):
         """Examples first .. first+count-1 of `stream`, as qkv's Task::examples."""
         rows = [self.fill(Generator(hash64(stream, first + r))) for r in range(count)]
-        batch = {"inputs": np.array([x for x, _ in rows], dtype=np.int64).reshape(count, self.input_length),
-                 "targets": np.array([y for _, y in rows], dtype=np.int64).reshape(count, self.target_length)}
-        if self.seq2seq:  # teacher forcing: BOS then the target shifted right
+        batch = {"inputs": np.array([r[0] for r in rows], dtype=np.int64).reshape(count, self.input_length),
+                 "targets": np.array([r[1] for r in rows], dtype=np.int64).reshape(count, self.target_length)}
+        if self.name == "seq2seq_recall":
+            batch["decoder_inputs"] = np.array([r[2] for r in rows], dtype=np.int64).reshape(count, self.target_length)
+        elif self.seq2seq:  # teacher forcing: BOS then the target shifted right
             dec = np.full_like(batch["targets"], self.bos)
             dec[:, 1:] = batch["targets"][:, :-1]
             batch["decoder_inputs"] = dec

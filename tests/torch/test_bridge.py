@@ -191,7 +191,7 @@ def test_round_trip(env, ckpts):
 
 
 def test_seq2seq(env, ckpts):
-    for name in ("s2s", "s2s_post_ln"):
+    for name in ("s2s", "s2s_post_ln", "s2s_recall"):
         for dtype in (torch.float32, torch.float64):
             results = qkv_torch.check(ckpts[name], env.qkv, dtype=dtype)
             for what, diff, limit in results:
@@ -234,7 +234,7 @@ def test_torch_layers(env, ckpts):
                 h = torch_encoder_layer(block, info.options)(h)
             want = model.head(model.norm(h) if model.norm is not None else h)
             check.close(f"torch.nn: {name}: float64 mirror vs nn.TransformerEncoderLayer", model(x), want, 1e-10)
-    for name in ("s2s", "s2s_post_ln"):
+    for name in ("s2s", "s2s_post_ln", "s2s_recall"):
         model, info = qkv_torch.load(ckpts[name], torch.float64)
         b = info.task.examples(qkv_tasks.eval_stream(1), 0, 8)
         src, tgt = torch.from_numpy(b["inputs"]), torch.from_numpy(b["decoder_inputs"])
@@ -669,6 +669,8 @@ def train_all(env):
         "recall": env.train("recall", "recall.yaml", task__vocab=6, task__pairs=3, task__queries=2,
                             model__positional="learned"),
         "s2s": env.train("s2s", "seq2seq_reverse.yaml"),
+        "s2s_recall": env.train("s2s_recall", "seq2seq_reverse.yaml", task__name="seq2seq_recall", task__vocab=6,
+                                task__pairs=3, task__queries=4),
         "s2s_post_ln": env.train("s2s_post_ln", "seq2seq_reverse.yaml", task__name="seq2seq_sort", model__layers=2,
                                  model__norm_first="false", model__positional="learned"),
         "dec": env.train("dec", "sort.yaml", model__arch="decoder"),
