@@ -6,8 +6,8 @@
 #
 # NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval (default: all eight).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 8 hours on 2 cores in all, an
-#   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 50, heads 35, dropout 25,
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 9 hours on 2 cores in all, an
+#   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
 #   cross_self 15, mqar_sizes about 300 for its full grid, retrieval 5).
 # --quick: 2 seeds, one learning rate, a few settings and 100-300 steps per run, into
 #   runs/exp-quick/NAME (report included); nothing committed is touched. A smoke test of the
