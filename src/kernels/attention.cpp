@@ -18,21 +18,6 @@ namespace {
 constexpr std::size_t kBq = 64;
 constexpr std::size_t kBk = 128;
 
-// Per-thread scratch from the tensor pool, so that memory measurements of the pool see it too.
-template <class T>
-class Scratch {
- public:
-  explicit Scratch(std::size_t n) : n_(n), p_(static_cast<T*>(pool::allocate(n * sizeof(T)))) {}
-  ~Scratch() { pool::deallocate(p_, n_ * sizeof(T)); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  T* get() const { return p_; }
-
- private:
-  std::size_t n_;
-  T* p_;
-};
-
 // The block of scores for query rows q0..q0+nq and keys k0..k0+nk of head (b, h):
 // S = scale * Q K^T + bias, -inf where not allowed. S has row stride kBk; Q and K point at the
 // block's first row.
@@ -96,10 +81,10 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   const bool parallel = B * H * n_qblocks > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
 #pragma omp parallel if (parallel)
   {
-    Scratch<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq);
-    T* S = S_buf.get();
-    T* m = m_buf.get();
-    T* l = l_buf.get();
+    PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq);  // per thread
+    T* S = S_buf.data();
+    T* m = m_buf.data();
+    T* l = l_buf.data();
 #pragma omp for collapse(3) schedule(dynamic)
     for (long b = 0; b < long(B); ++b)
       for (long h = 0; h < long(H); ++h)
@@ -192,10 +177,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   const bool parallel = B * H > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
 #pragma omp parallel if (parallel)
   {
-    Scratch<T> P_buf(kBq * kBk), G_buf(kBq * kBk), delta_buf(kBq);
-    T* P = P_buf.get();  // P, then dS
-    T* G = G_buf.get();  // Pd, then dPd
-    T* delta = delta_buf.get();
+    PooledBuffer<T> P_buf(kBq * kBk), G_buf(kBq * kBk), delta_buf(kBq);  // per thread
+    T* P = P_buf.data();  // P, then dS
+    T* G = G_buf.data();  // Pd, then dPd
+    T* delta = delta_buf.data();
 #pragma omp for collapse(2) schedule(dynamic)
     for (long b = 0; b < long(B); ++b)
       for (long h = 0; h < long(H); ++h) {

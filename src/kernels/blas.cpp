@@ -177,13 +177,7 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   if (plan.cut == Cut::kDepth) {
     // Slice 0 goes to C with the caller's beta; slice i > 0 to partial i - 1 (M x N, pooled);
     // then C += partials in slice order, element by element.
-    struct Scratch {  // pooled, not zeroed: every value is written by a BLAS call (beta 0)
-      std::size_t n;
-      T* p;
-      explicit Scratch(std::size_t size) : n(size), p(Allocator<T>().allocate(size)) {}
-      ~Scratch() { Allocator<T>().deallocate(p, n); }
-      T* data() const { return p; }
-    } partial((plan.count - 1) * M * N);
+    const PooledBuffer<T> partial((plan.count - 1) * M * N);  // every value written by a BLAS call (beta 0)
     auto run = [&](long i) {
       const std::size_t lo = std::size_t(i) * plan.block, n = std::min(plan.block, K - lo);
       const T* a = ta ? A + lo * lda : A + lo;

@@ -67,4 +67,21 @@ bool operator!=(const Allocator<T>&, const Allocator<U>&) noexcept {
 template <class T>
 using PooledVector = std::vector<T, Allocator<T>>;
 
+/// n values of T in pooled memory, not initialised, returned to the pool when it goes out of scope:
+/// a kernel's scratch whose every value is written before it is read (PooledVector when they must
+/// start at zero). The pool's statistics count it like any tensor.
+template <class T>
+class PooledBuffer {
+ public:
+  explicit PooledBuffer(std::size_t n) : n_(n), p_(Allocator<T>().allocate(n)) {}
+  ~PooledBuffer() { Allocator<T>().deallocate(p_, n_); }
+  PooledBuffer(const PooledBuffer&) = delete;
+  PooledBuffer& operator=(const PooledBuffer&) = delete;
+  T* data() const { return p_; }
+
+ private:
+  std::size_t n_;
+  T* p_;
+};
+
 }  // namespace qkv
