@@ -1,6 +1,6 @@
 // Kernel micro-benchmarks at the shapes of the workloads in docs/performance.md (float32):
 // matmul (forward and both backward products of a Linear layer), softmax, layer norm,
-// cross-entropy and fused attention forward + backward.
+// cross-entropy, the head split (permute) and fused attention forward + backward.
 //   build/bench/bench_kernels --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //   build/bench/bench_kernels --benchmark_filter=gemm     # one family
 //   QKV_BENCH_THREADS=2 build/bench/bench_kernels          # OpenMP threads (default 1)
@@ -15,6 +15,7 @@
 #include "qkv/kernels/attention.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/cross_entropy.hpp"
+#include "qkv/kernels/elementwise.hpp"
 #include "qkv/kernels/layer_norm.hpp"
 #include "qkv/kernels/parallel.hpp"
 #include "qkv/kernels/softmax.hpp"
@@ -108,6 +109,23 @@ void softmax(benchmark::State& state) {
   rate(state, 5.0 * double(rows * n) * sizeof(float), "GB");  // x, y written, dy, y read, dx written
 }
 BENCHMARK(softmax)->Args({32 * 8 * 128, 128})->Args({4 * 4 * 1024, 1024})->ArgNames({"rows", "n"})->UseRealTime();
+
+// The head split of multi-head attention: (B, T, H, D) -> (B, H, T, D), as split_heads does
+// (merge_heads and the backward run the same kernel with the inverse order).
+void split_heads(benchmark::State& state) {
+  const std::size_t B = std::size_t(state.range(0)), T = std::size_t(state.range(1));
+  const std::size_t H = std::size_t(state.range(2)), D = std::size_t(state.range(3));
+  Array<float> x = random_array({B, T, H, D}, 1);
+  Array<float> y = Array<float>::from_shape({B, H, T, D});
+  const std::size_t perm[4] = {0, 2, 1, 3};
+  for (auto _ : state) {
+    kernels::permute(x.data(), x.shape(), perm, y.data());
+    benchmark::ClobberMemory();
+  }
+  rate(state, 2.0 * double(x.size()) * sizeof(float), "GB");
+}
+BENCHMARK(split_heads)->Args({64, 32, 4, 16})->Args({32, 128, 8, 32})->Args({4, 1024, 4, 32})
+    ->ArgNames({"B", "T", "H", "D"})->UseRealTime();
 
 // LayerNorm over rows of width C, forward and backward separately.
 void layer_norm(benchmark::State& state, bool backward) {

@@ -328,19 +328,36 @@ void permute(const T* in, const Shape& shape, const std::size_t* perm, T* out) {
     });
     return;
   }
-  const std::size_t rows = n / inner;
-  parallel_for(rows, inner, [&](std::size_t r) {
-    std::size_t row = std::size_t(r), offset = 0;
-    for (std::size_t k = rank - 1; k-- > 0;) {
-      offset += (row % dims[k]) * strides[k];
+  // Rows of `inner` elements, kRows per task: the first row's offset by division, the next ones
+  // by an odometer over the outer dimensions (a division per row cost more than copying a row of
+  // 16 floats, the head split of a small model).
+  static constexpr std::size_t kRows = 64;
+  const std::size_t rows = n / inner, outer = rank - 1;
+  parallel_for((rows + kRows - 1) / kRows, kRows * inner, [&](std::size_t c) {
+    const std::size_t r0 = c * kRows, r1 = std::min(rows, r0 + kRows);
+    Shape idx(outer, 0);  // inline storage up to rank 4: no allocation
+    std::size_t offset = 0, row = r0;
+    for (std::size_t k = outer; k-- > 0;) {
+      idx[k] = row % dims[k];
+      offset += idx[k] * strides[k];
       row /= dims[k];
     }
-    const T* src = in + offset;
-    T* dst = out + std::size_t(r) * inner;
-    if (s_inner == 1)
-      std::memcpy(dst, src, inner * sizeof(T));
-    else
-      for (std::size_t t = 0; t < inner; ++t) dst[t] = src[t * s_inner];
+    for (std::size_t r = r0; r < r1; ++r) {
+      const T* src = in + offset;
+      T* dst = out + r * inner;
+      if (s_inner == 1) {
+#pragma omp simd
+        for (std::size_t t = 0; t < inner; ++t) dst[t] = src[t];
+      } else {
+        for (std::size_t t = 0; t < inner; ++t) dst[t] = src[t * s_inner];
+      }
+      for (std::size_t k = outer; k-- > 0;) {  // next row: advance the last outer index, carry
+        offset += strides[k];
+        if (++idx[k] < dims[k]) break;
+        offset -= dims[k] * strides[k];
+        idx[k] = 0;
+      }
+    }
   });
 }
 

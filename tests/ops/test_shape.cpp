@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include "qkv/kernels/parallel.hpp"
@@ -53,6 +54,31 @@ TEST_CASE("transpose and permute: forward matches index arithmetic") {
   Variable<double> mt = transpose(Variable<double>(m), 0, 1);
   for (std::size_t i = 0; i < 3; ++i)
     for (std::size_t j = 0; j < 7; ++j) CHECK(mt.value()(j, i) == m(i, j));
+}
+
+TEST_CASE("permute: every order of a rank-4 tensor, rows across task boundaries, 1 and 2 threads") {
+  // 13 x 17 x 12 x 15 = 39780 elements (above kParallelMin, so 2 threads do split): thousands
+  // of rows, so the kernel's 64-row tasks start at multi-indices in the middle of every outer
+  // dimension; every one of the 24 orders.
+  const Shape shape{13, 17, 12, 15};
+  Array<float> x = test::random_array<float>(shape, 4);
+  Axes perm{0, 1, 2, 3};
+  const int before = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    do {
+      Variable<float> p = permute(Variable<float>(x), perm);
+      std::size_t i[4], bad = 0;
+      for (i[0] = 0; i[0] < shape[0]; ++i[0])
+        for (i[1] = 0; i[1] < shape[1]; ++i[1])
+          for (i[2] = 0; i[2] < shape[2]; ++i[2])
+            for (i[3] = 0; i[3] < shape[3]; ++i[3])
+              bad += p.value()(i[perm[0]], i[perm[1]], i[perm[2]], i[perm[3]]) != x(i[0], i[1], i[2], i[3]);
+      INFO("threads ", threads, ", perm (", perm[0], perm[1], perm[2], perm[3], ")");
+      CHECK(bad == 0);
+    } while (std::next_permutation(perm.begin(), perm.end()));
+  }
+  set_num_threads(before);
 }
 
 TEST_CASE("transpose and permute: gradcheck, and a transposed input into matmul") {
