@@ -4,7 +4,7 @@
 #
 #   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval (default: all eight).
+# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking (default: all nine).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 9 hours on 2 cores in all, an
 #   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
@@ -27,12 +27,12 @@ while [ $# -gt 0 ]; do
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval) names+=("$1") ;;
+    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval grokking)
 [ -x "$qkv" ] || { echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
 qkv=$(realpath "$qkv")
 py=/usr/bin/python3
@@ -195,6 +195,14 @@ retrieval() {
   local q=(); [ $quick = 1 ] && q=(--set train.steps=300)
   sweep experiments/retrieval/sweep.yaml retrieval "${q[@]}"
   $py $S/retrieval.py $runs/retrieval "$o" --qkv "$qkv" > "$o/results.md"  # runs.csv, heads.csv and the tables
+}
+
+grokking() {
+  local o; o=$(out_dir grokking); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200)
+  sweep experiments/grokking/sweep.yaml grokking "${q[@]}"
+  $py $S/score.py $runs/grokking --columns task.vocab --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/grokking.py "$o/runs.csv" $runs/grokking --out "$o/grokking.png" > "$o/results.md"
 }
 
 for n in "${names[@]}"; do

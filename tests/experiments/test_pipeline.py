@@ -14,7 +14,8 @@ Usage: test_pipeline.py --qkv BUILD/qkv --workdir DIR
 - scale.py init-variance: with W_q and W_k drawn d_k^(-1/4) times smaller (model.qk_init_gain),
   Var(q . k) at initialisation is 1/d_k of the scaled arm's (to 1e-4) in both layers, for every d_k;
 - scale.py variance on tiny scaled / unscaled / compensated sweeps: a table row per d_k and a PNG;
-- score.py on a directory without results.csv exits non-zero naming the file.
+- score.py on a directory without results.csv exits non-zero naming the file;
+- grokking.py on a tiny mod_add sweep: the figure, the tables, the first step at 99% train accuracy.
 Prints one line per check; exits 0 when all pass, 1 otherwise.
 """
 import argparse
@@ -146,6 +147,42 @@ def main():
 
     p = run(PY, f"{S}/score.py", w, "--out", f"{w}/x.csv", expect=1)
     check(p.returncode != 0 and "results.csv not found" in p.stderr, "score.py without results.csv: an error naming it")
+
+    # ---- grokking.py on a tiny mod_add sweep (p = 11: 60 training pairs, full batch) ----
+    with open(f"{w}/grok.yaml", "w") as f:
+        f.write(f"base: {ROOT}/configs/mod_add.yaml\n"
+                "set:\n  task.vocab: 11\n  task.train_size: 60\n  train.batch_size: 60\n  task.eval_size: 30\n"
+                "  train.steps: 200\n  train.eval_every: 20\n  model.d_model: 32\n  model.d_ff: 64\n"
+                "grid:\n  optimizer.weight_decay: [1.0, 0.0]\nseeds: [1]\n")
+    run(qkv, "sweep", f"{w}/grok.yaml", "--out", f"{w}/grok", "--jobs", "2", "--threads", "1")
+    run(PY, f"{S}/score.py", f"{w}/grok", "--columns", "task.vocab", "--out", f"{w}/grok.csv", "--jobs", "2", "--qkv", qkv)
+    p = run(PY, f"{S}/grokking.py", f"{w}/grok.csv", f"{w}/grok", "--out", f"{w}/grok.png")
+    tables, rows = [], None  # the markdown tables of the report, each a list of data rows
+    for l in p.stdout.splitlines():
+        if l.startswith("| weight decay |"):
+            rows = []
+            tables.append(rows)
+        elif l.startswith("|---"):
+            continue
+        elif l.startswith("|") and rows is not None:
+            rows.append(l)
+        else:
+            rows = None
+    check(is_png(f"{w}/grok.png") and [len(t) for t in tables] == [2, 2] and "mod 11" in p.stdout,
+          f"grokking.py: a PNG, and a summary and a per-run table of 2 rows each ({[len(t) for t in tables]})")
+    per_run = tables[1] if len(tables) == 2 else []
+    # The per-run "train >= 99%" step is the first evaluation at which metrics.csv says so.
+    grok_rows = list(csv.DictReader(open(f"{w}/grok.csv")))
+    for r in grok_rows:
+        m = list(csv.DictReader(open(f"{w}/grok/runs/{r['run']}/metrics.csv")))
+        first = next((row["step"] for row in m if float(row["train_token_acc"]) >= 0.99), "never")
+        wd = "1" if float(r["optimizer.weight_decay"]) == 1 else "0"
+        line = next((l for l in per_run if l.startswith(f"| {wd} | 1 |")), "")
+        check(line.split("|")[3].strip() == first,
+              f"grokking.py: weight decay {wd}: train >= 99% at step {first} (report: {line.split('|')[3:4]})")
+    os.remove(f"{w}/grok/runs/{grok_rows[0]['run']}/metrics.csv")
+    p = run(PY, f"{S}/grokking.py", f"{w}/grok.csv", f"{w}/grok", "--out", f"{w}/grok2.png", expect=1)
+    check(p.returncode != 0 and "metrics.csv not found" in p.stderr, "grokking.py without a run's metrics.csv: an error naming it")
 
     print(f"{'all passed' if not failures else 'FAILED'}: {len(failures)} failed")
     return 1 if failures else 0

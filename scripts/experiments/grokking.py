@@ -1,0 +1,132 @@
+#!/usr/bin/python3
+"""The grokking report (experiments/grokking/README.md): training and validation accuracy against
+the step for each weight decay, and per run the step at which each first reaches 99%.
+
+    grokking.py RUNS.csv SWEEP_DIR --out grokking.png > results.md
+
+RUNS.csv is score.py's table of the sweep (test accuracy at the best checkpoint by validation;
+with --columns task.vocab the title names the modulus);
+each run's curves come from SWEEP_DIR/runs/<run>/metrics.csv (train_token_acc: the training pairs,
+eval_token_acc: the validation pairs). Faint lines: one run; bold: the median over the seeds (a
+run that stopped at the target holds its last value). A run that never reaches 99% validation
+accuracy counts as censored at its last step (Kaplan-Meier median, stats.censored_median).
+"""
+import argparse
+import collections
+import csv
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from experiments import stats  # noqa: E402
+
+TARGET = 0.99
+KEY = "optimizer.weight_decay"
+
+
+def first_at(steps, values, target=TARGET):
+    """The first step whose value is >= target, or None."""
+    return next((s for s, v in zip(steps, values) if v >= target), None)
+
+
+def read_curves(path):
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    steps = [int(float(r["step"])) for r in rows]
+    return steps, [float(r["train_token_acc"]) for r in rows], [float(r["eval_token_acc"]) for r in rows]
+
+
+def fmt_step(s):
+    return "never" if s is None else str(s)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs_csv", type=Path)
+    ap.add_argument("sweep", type=Path)
+    ap.add_argument("--out", type=Path, required=True, help="the figure (PNG)")
+    a = ap.parse_args()
+
+    by = collections.defaultdict(list)  # weight decay -> [(row, steps, train, val)]
+    for r in csv.DictReader(open(a.runs_csv, newline="")):
+        if r["status"] not in ("steps", "target", "diverged"):
+            continue
+        path = a.sweep / "runs" / r["run"] / "metrics.csv"
+        if not path.exists():
+            sys.exit(f"grokking.py: {path} not found (run {r['run']} of {a.runs_csv})")
+        by[float(r[KEY])].append((r, *read_curves(path)))
+    if not by:
+        sys.exit(f"grokking.py: no finished runs in {a.runs_csv}")
+    decays = sorted(by, reverse=True)
+
+    fig, axes = plt.subplots(1, len(decays), figsize=(5.4 * len(decays), 3.8), sharey=True, squeeze=False)
+    for ax, wd in zip(axes[0], decays):
+        runs = by[wd]
+        grid = sorted({s for _, steps, _, _ in runs for s in steps})
+        idx = {s: j for j, s in enumerate(grid)}
+        for col, (name, colour) in enumerate([("training pairs", "C0"), ("validation pairs", "C3")]):
+            table = np.full((len(runs), len(grid)), np.nan)
+            for i, (r, steps, train, val) in enumerate(runs):
+                values = train if col == 0 else val
+                ax.plot(steps, values, color=colour, lw=0.7, alpha=0.3)
+                for s, v in zip(steps, values):
+                    table[i, idx[s]] = v
+                if r["status"] == "target":  # stopped at the target: it holds its last value
+                    table[i, idx[steps[-1]] + 1:] = values[-1]
+            ax.plot(grid, np.nanmedian(table, axis=0), color=colour, lw=2.2, label=f"{name}, median of {len(runs)}")
+        ax.axhline(TARGET, color="0.6", lw=0.6, ls=":")
+        ax.set_title(f"weight decay {wd:g}")
+        ax.set_xlabel("training step")
+        ax.set_ylim(0, 1.02)
+        ax.legend(loc="lower right", frameon=False)
+    axes[0][0].set_ylabel("token accuracy (fraction)")
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=120)
+
+    cpus = sorted({f"{r.get('cpu', '?')} ({r.get('blas', '?')})" for runs in by.values() for r, *_ in runs})
+    moduli = sorted({r.get("task.vocab", "p") for runs in by.values() for r, *_ in runs})
+    every = sorted({b - a for runs in by.values() for _, steps, _, _ in runs for a, b in zip(steps, steps[1:])})
+    print(f"# Grokking: (a + b) mod {', '.join(moduli)}, test split\n")
+    print(f"CPU kind and BLAS kernel of the runs: {'; '.join(cpus)}.\n")
+    print("| weight decay | runs | validation >= 99% (Wilson 95%) | median step, train >= 99% | "
+          "median step, validation >= 99% (censored) | test accuracy, median [min, max] |")
+    print("|---|---|---|---|---|---|")
+    per_run = []
+    for wd in decays:
+        runs = by[wd]
+        t_train, t_val, reached, last, test = [], [], [], [], []
+        for r, steps, train, val in runs:
+            tt, tv = first_at(steps, train), first_at(steps, val)
+            t_train.append(tt)
+            t_val.append(tv if tv is not None else steps[-1])
+            reached.append(tv is not None)
+            test.append(float(r["test_token_acc"]))
+            per_run.append((wd, int(r["seed"]), tt, tv, None if tt is None or tv is None else tv - tt,
+                            steps[-1], float(r["test_token_acc"])))
+        k, n = sum(reached), len(runs)
+        w = stats.wilson(k, n)
+        known = [t for t in t_train if t is not None]
+        med_train = f"{statistics.median(known):g}" if len(known) == n else f"{statistics.median(known):g} ({len(known)} runs)" if known else "never"
+        m = stats.censored_median(t_val, reached)
+        med_val = f"{m.value:g}" if m.reached else f"> {m.value:g}"
+        print(f"| {wd:g} | {n} | {k}/{n} [{w.low:.2f}, {w.high:.2f}] | {med_train} | {med_val} | "
+              f"{100 * statistics.median(test):.1f}% [{100 * min(test):.1f}, {100 * max(test):.1f}] |")
+    print("\nPer run (steps at which the accuracy on the training and on the validation pairs first "
+          "reached 99%, "
+          f"evaluated every {'/'.join(map(str, every)) or '?'} steps; the delay is their difference):\n")
+    print("| weight decay | seed | train >= 99% | validation >= 99% | delay | steps run | test accuracy |")
+    print("|---|---|---|---|---|---|---|")
+    for wd, seed, tt, tv, d, last, acc in sorted(per_run, key=lambda t: (-t[0], t[1])):
+        print(f"| {wd:g} | {seed} | {fmt_step(tt)} | {fmt_step(tv)} | {'-' if d is None else d} | {last} | {100 * acc:.2f}% |")
+    print(f"\n![training and validation accuracy against the step]({a.out.name})")
+
+
+if __name__ == "__main__":
+    main()
