@@ -4,7 +4,7 @@ one per-run CSV (docs/experiment-method.md): the table the experiment reports ar
 
     score.py SWEEP_DIR... --out RUNS.csv [--heads HEADS.csv] [--prune] [--tolerance 0.01] [--train] [--swap]
              [--checkpoint best.h5|last.h5]
-             [--label KEY=VALUE]... [--columns KEY,...] [--jobs 2] [--qkv build/qkv]
+             [--label KEY=VALUE]... [--columns KEY,...] [--keep OLD.csv] [--jobs 2] [--qkv build/qkv]
 
 Per run (a row of SWEEP_DIR/results.csv whose status is steps, target or diverged), with the best
 checkpoint by validation token accuracy (`best.h5`; `--checkpoint last.h5`: the last, no early
@@ -25,6 +25,9 @@ stopping):
 (read from each run's resolved config.yaml), right after `run`, so report.py takes them for grid
 keys: sweeps whose settings live in `set:` rather than `grid:` can then be pooled with others.
 Every row also gets lr (the run's optimizer.lr), cpu, isa and blas (the kernel `qkv info` names).
+`--keep OLD.csv` adds OLD.csv's rows for the settings and seeds not scored now (runs scored in an
+earlier session, whose sweep directories are gone), before the new rows; a run scored now replaces
+its old row.
 Runs are scored --jobs at a time, each on one thread.
 """
 import argparse
@@ -139,6 +142,19 @@ def csv_of(binary, command, ck, *args):
         return list(csv.DictReader(open(path)))
 
 
+def keep_rows(path, key_fields, new_rows):
+    """The rows of an earlier scoring whose setting and seed (key_fields: run, columns, grid keys,
+    seed) none of new_rows has: runs scored before, kept with their own cpu, isa and blas."""
+    if not path.exists():
+        sys.exit(f"score.py: --keep {path} not found")
+    old = list(csv.DictReader(open(path, newline="")))
+    missing = [k for k in key_fields + ["cpu"] if old and k not in old[0]]
+    if missing:
+        sys.exit(f"score.py: --keep {path} has no column {', '.join(missing)} (a score.py CSV of the same sweeps?)")
+    seen = {tuple(str(r[k]) for k in key_fields) for r in new_rows}
+    return [r for r in old if tuple(r[k] for k in key_fields) not in seen]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sweeps", nargs="+", type=Path)
@@ -151,6 +167,9 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.01)
     ap.add_argument("--label", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--columns", type=lambda v: [k for k in v.split(",") if k], default=[])
+    ap.add_argument("--keep", type=Path, metavar="OLD.csv",
+                    help="keep OLD.csv's rows (an earlier scoring, e.g. runs whose sweep directories were on another machine) "
+                         "for every setting and seed not scored now; OLD.csv may be --out")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--qkv", default=str(Path(__file__).resolve().parents[2] / "build" / "qkv"))
     a = ap.parse_args()
@@ -182,13 +201,15 @@ def main():
     fields = []
     for row, _ in scored:
         fields += [k for k in row if k not in fields]
+    new_rows = [{**row, **hw} for row, _ in scored]
+    kept = keep_rows(a.keep, fields[:fields.index("seed") + 1], new_rows) if a.keep else []
     a.out.parent.mkdir(parents=True, exist_ok=True)
     with open(a.out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields + list(hw), restval="nan")
+        w = csv.DictWriter(f, fieldnames=fields + list(hw), restval="nan", extrasaction="ignore")
         w.writeheader()
-        for row, _ in scored:
-            w.writerow({**row, **hw})
-    print(f"score.py: {len(scored)} runs -> {a.out}")
+        for row in kept + new_rows:
+            w.writerow(row)
+    print(f"score.py: {len(scored)} runs -> {a.out}" + (f" (and {len(kept)} kept from {a.keep})" if a.keep else ""))
     if a.heads:
         heads = [h for _, hs in scored for h in hs]
         with open(a.heads, "w", newline="") as f:

@@ -15,7 +15,8 @@ Usage: test_pipeline.py --qkv BUILD/qkv --workdir DIR
   Var(q . k) at initialisation is 1/d_k of the scaled arm's (to 1e-4) in both layers, for every d_k;
 - scale.py variance on tiny scaled / unscaled / compensated sweeps: a table row per d_k and a PNG;
 - score.py on a directory without results.csv exits non-zero naming the file;
-- grokking.py on a tiny mod_add sweep: the figure, the tables, the first step at 99% train accuracy.
+- grokking.py on a tiny mod_add sweep: the figure, the tables, the first step at 99% train accuracy;
+- score.py --keep: an earlier scoring's rows kept for runs not scored now, replaced for the others.
 Prints one line per check; exits 0 when all pass, 1 otherwise.
 """
 import argparse
@@ -180,6 +181,20 @@ def main():
         line = next((l for l in per_run if l.startswith(f"| {wd} | 1 |")), "")
         check(line.split("|")[3].strip() == first,
               f"grokking.py: weight decay {wd}: train >= 99% at step {first} (report: {line.split('|')[3:4]})")
+    # score.py --keep: an earlier scoring's rows for runs not scored now stay, the others are replaced.
+    with open(f"{w}/old.csv", "w", newline="") as f:
+        old = csv.DictWriter(f, fieldnames=list(grok_rows[0]))
+        old.writeheader()
+        old.writerow({**grok_rows[0], "test_token_acc": "0.5"})                        # scored again now
+        old.writerow({**grok_rows[0], "run": "weight_decay=1.0_seed=9", "seed": "9", "cpu": "Earlier CPU"})
+    run(PY, f"{S}/score.py", f"{w}/grok", "--columns", "task.vocab", "--keep", f"{w}/old.csv", "--out", f"{w}/kept.csv",
+        "--jobs", "2", "--qkv", qkv)
+    kept = list(csv.DictReader(open(f"{w}/kept.csv")))
+    check(sorted(r["seed"] for r in kept) == ["1", "1", "9"] and [r["cpu"] for r in kept if r["seed"] == "9"] == ["Earlier CPU"]
+          and all(r["test_token_acc"] != "0.5" for r in kept),
+          "score.py --keep: the old row of an unscored run kept with its CPU, the rescored run's old row replaced")
+    p = run(PY, f"{S}/score.py", f"{w}/grok", "--keep", f"{w}/runs.csv", "--out", f"{w}/bad.csv", "--qkv", qkv, expect=1)
+    check(p.returncode != 0 and "has no column" in p.stderr, "score.py --keep with another sweep's CSV: an error naming it")
     os.remove(f"{w}/grok/runs/{grok_rows[0]['run']}/metrics.csv")
     p = run(PY, f"{S}/grokking.py", f"{w}/grok.csv", f"{w}/grok", "--out", f"{w}/grok2.png", expect=1)
     check(p.returncode != 0 and "metrics.csv not found" in p.stderr, "grokking.py without a run's metrics.csv: an error naming it")
