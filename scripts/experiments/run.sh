@@ -81,13 +81,15 @@ scale() {
   local q=(); [ $quick = 1 ] && q=(--set train.steps=100 --grid optimizer.lr=0.001)
   sweep experiments/scale/scaled.yaml scale/scaled "${q[@]}"
   sweep experiments/scale/unscaled.yaml scale/unscaled "${q[@]}"
+  local low=()  # unscaled at lr 3e-5 for d_k 256 and 512, where 1e-4 was the grid's best (full variant only)
+  [ $quick = 1 ] || { sweep experiments/scale/unscaled_low.yaml scale/unscaled_low; low=($runs/scale/unscaled_low); }
   local d comp=()
   for d in 16 64 256 512; do
     sweep experiments/scale/compensated_dk$d.yaml scale/compensated_dk$d "${q[@]}"
     comp+=("$runs/scale/compensated_dk$d")
   done
   $py $S/score.py $runs/scale/scaled --label arm=scaled --columns model.head_dim --out "$o/scaled.csv" --jobs "$jobs" --qkv "$qkv"
-  $py $S/score.py $runs/scale/unscaled --label arm=unscaled --columns model.head_dim --out "$o/unscaled.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/score.py $runs/scale/unscaled "${low[@]}" --label arm=unscaled --columns model.head_dim --out "$o/unscaled.csv" --jobs "$jobs" --qkv "$qkv"
   $py $S/score.py "${comp[@]}" --label arm=compensated --columns model.head_dim --out "$o/compensated.csv" --jobs "$jobs" --qkv "$qkv"
   # q . k at (almost) initialisation: one training step of every arm, d_k and seed.
   [ $report_only = 1 ] || $py $S/scale.py init-variance --qkv "$qkv" --out "$o/init_variance.csv" $([ $quick = 1 ] && echo --seeds 1,2)

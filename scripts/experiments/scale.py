@@ -15,7 +15,7 @@ validation examples).
 variance: a markdown table of the softmax's argument variance, scale^2 Var(q . k), per arm and
 d_k at initialisation (from INIT.csv; scaled: Var / d_k, unscaled and compensated: Var) and at the end of training (the chosen lr's runs, column attn_qk_var of the
 ARM CSVs written by score.py), medians over seeds; and a figure of scale^2 Var(q . k) against the
-step (metrics.csv of each chosen run in SWEEPS_DIR/<arm>[_dk<d>]/runs/<run>), one faint line per
+step (metrics.csv of each chosen run in SWEEPS_DIR/<arm>[_dk<d> or _low]/runs/<run>), one faint line per
 run and the median bold, one panel per d_k.
 """
 import argparse
@@ -120,9 +120,9 @@ def plot(a, chosen):
         for arm in ARMS:
             curves = []
             for r in chosen.get((arm, d), []):
-                sweep = a.sweeps / (f"compensated_dk{d}" if arm == "compensated" else arm)
-                path = sweep / "runs" / r["run"] / "metrics.csv"
-                if not path.exists():  # a run scored in an earlier session: its CSV row, not its curve
+                dirs = [f"compensated_dk{d}"] if arm == "compensated" else [arm, f"{arm}_low"]  # *_low: the lr 3e-5 sweep
+                path = next((p for p in (a.sweeps / x / "runs" / r["run"] / "metrics.csv" for x in dirs) if p.exists()), None)
+                if path is None:  # a run scored in an earlier session: its CSV row, not its curve
                     continue
                 metrics = list(csv.DictReader(open(path)))
                 x = [int(m["step"]) for m in metrics]
