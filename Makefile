@@ -52,7 +52,7 @@ bench: deps
 	@cmake --build build-bench -j $(JOBS)
 
 # The experiments of experiments/README.md: the first report (scripts/run_experiments.sh, about 40
-# minutes on 2 cores) and the second (scripts/experiments/run.sh, about 9 hours, an estimate); --quick: a few
+# minutes on 2 cores) and the second (scripts/experiments/run.sh, about 10 hours, an estimate); --quick: a few
 # minutes for the first, about 6 for the second, into runs/ only.
 experiments: build
 	scripts/run_experiments.sh --qkv $(BUILD)/qkv
