@@ -191,6 +191,8 @@ def main():
         sys.exit("score.py: no finished runs")
     keys = list(work[0][0])
     a.setting_keys = set(keys[1:keys.index("seed") + 1]) | set(a.columns)
+    if a.keep:  # check OLD.csv before the scoring, which takes minutes
+        keep_rows(a.keep, ["run", *sorted(a.setting_keys)], [])
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         scored = list(pool.map(lambda w: score(a, *w), work))
