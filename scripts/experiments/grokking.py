@@ -92,7 +92,7 @@ def main():
 
     cpus = sorted({f"{r.get('cpu', '?')} ({r.get('blas', '?')})" for runs in by.values() for r, *_ in runs})
     moduli = sorted({r.get("task.vocab", "p") for runs in by.values() for r, *_ in runs})
-    every = sorted({b - a for runs in by.values() for _, steps, _, _ in runs for a, b in zip(steps, steps[1:])})
+    every = sorted({s1 - s0 for runs in by.values() for _, steps, _, _ in runs for s0, s1 in zip(steps, steps[1:])})
     print(f"# Grokking: (a + b) mod {', '.join(moduli)}, test split\n")
     print(f"CPU kind and BLAS kernel of the runs: {'; '.join(cpus)}.\n")
     print("| weight decay | runs | validation >= 99% (Wilson 95%) | median step, train >= 99% | "
@@ -101,7 +101,7 @@ def main():
     per_run = []
     for wd in decays:
         runs = by[wd]
-        t_train, t_val, reached, last, test = [], [], [], [], []
+        t_train, t_val, reached, test = [], [], [], []
         for r, steps, train, val in runs:
             tt, tv = first_at(steps, train), first_at(steps, val)
             t_train.append(tt)
