@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
