@@ -40,6 +40,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 WIDTH, HEIGHT = 1400, 1000
+STARTUP_TIMEOUT = 90.0  # seconds for Chromium to answer on the DevTools pipe (about 1 s when idle)
 
 
 class CDPError(Exception):
@@ -50,7 +51,7 @@ class CDPError(Exception):
 class Browser:
     """One headless Chromium speaking the DevTools protocol over a pipe pair."""
 
-    def __init__(self, chromium="/usr/bin/chromium", timeout=30.0):
+    def __init__(self, chromium="/usr/bin/chromium", timeout=STARTUP_TIMEOUT):
         self.tmp = tempfile.mkdtemp(prefix="qkv-viewer-test-")
         self.log_path = Path(self.tmp) / "chromium.log"
         cmd_r, cmd_w = os.pipe()    # we write commands, Chromium reads them on its fd 3
@@ -63,6 +64,7 @@ class Browser:
         os.close(ev_w)
         flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage",  # /tmp, not /dev/shm (small in containers)
                  f"--user-data-dir={self.tmp}/profile", f"--window-size={WIDTH},{HEIGHT}",
                  "--remote-debugging-pipe"]
         shell = f'exec "$@" 3<&{child_r} 4>&{child_w} {child_r}<&- {child_w}>&-'
@@ -84,9 +86,9 @@ class Browser:
         try:
             self.send("Target.setDiscoverTargets", {"discover": False}, timeout=timeout)
         except CDPError as e:
-            self.close()
+            self.close()  # removes the profile and the log: keep the log's end for the message
             raise CDPError(f"{chromium} did not answer on the DevTools pipe ({e}); "
-                           f"its log: {self.log_path}") from e
+                           f"the end of its log:\n{self.log_tail}") from e
 
     def _reader(self):
         parts = []
@@ -114,7 +116,7 @@ class Browser:
         except queue.Empty:
             return False, None
         if msg is None:
-            raise CDPError(f"Chromium closed the DevTools pipe (exit code {self.proc.poll()}); log: {self.log_path}")
+            raise CDPError(f"Chromium closed the DevTools pipe (exit code {self.proc.poll()})")
         if "id" not in msg:
             self.events.setdefault(msg.get("sessionId"), []).append(msg)
         return True, msg
@@ -127,7 +129,11 @@ class Browser:
             msg["sessionId"] = session
         data = json.dumps(msg).encode() + b"\0"
         while data:
-            data = data[os.write(self.w, data):]
+            try:
+                data = data[os.write(self.w, data):]
+            except OSError as e:  # Chromium has exited: say so, with its exit code
+                raise CDPError(f"{method}: cannot write to the DevTools pipe ({e.strerror}; "
+                               f"Chromium's exit code {self.proc.poll()})") from e
         end = time.monotonic() + timeout
         while True:
             left = end - time.monotonic()
@@ -162,7 +168,24 @@ class Browser:
             except OSError:
                 pass
         self.log.close()
+        try:
+            self.log_tail = self.log_path.read_text(errors="replace")[-2000:] or "(empty)"
+        except OSError:
+            self.log_tail = "(unreadable)"
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def start_browser(chromium, timeout=STARTUP_TIMEOUT, attempts=2):
+    """A started Browser. A first start on a loaded machine (the sanitizer suite runs trainings
+    beside this test) can miss the DevTools pipe's first answer: try again once with a fresh
+    profile, and report every attempt's error if none answers."""
+    errors = []
+    for _ in range(attempts):
+        try:
+            return Browser(chromium, timeout)
+        except CDPError as e:
+            errors.append(str(e))
+    raise CDPError("\n".join(f"attempt {i + 1}: {e}" for i, e in enumerate(errors)))
 
 
 class Page:
@@ -680,7 +703,7 @@ def main(argv=None):
     if a.shots:
         a.shots.mkdir(parents=True, exist_ok=True)
     try:
-        browser = Browser(a.chromium)
+        browser = start_browser(a.chromium)
     except CDPError as e:
         print(f"browser_test: {e}", file=sys.stderr)
         return 1

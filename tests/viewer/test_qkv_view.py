@@ -33,6 +33,14 @@ def check(what, ok, detail=""):
         failures.append(what)
 
 
+def browser_result(res):
+    """What a browser_test run said: its last line, and its stderr when it failed."""
+    said = res.stdout.strip().splitlines()[-1:]
+    if res.returncode != 0 and res.stderr.strip():
+        said.append("stderr: " + res.stderr.strip()[-3000:])
+    return said
+
+
 def run(args, want=0):
     r = subprocess.run(args, capture_output=True, text=True, timeout=300)
     if want is not None and r.returncode != want:
@@ -96,7 +104,7 @@ def main():
     check("each snapshot head has one weight string per step",
           all(len(h["weights"]) == 3 for l in snaps.get("layers", []) for h in l["heads"]))
     res = run(browser + [str(page), "--expect-snapshots"], want=None)
-    check("the encoder page passes the browser test", res.returncode == 0, res.stdout.strip().splitlines()[-1:])
+    check("the encoder page passes the browser test", res.returncode == 0, browser_result(res))
     bare = work / "bare.html"
     run([qkv, "view", str(run_dir / "best.h5"), "--out", str(bare), "--no-snapshots"])
     check("--no-snapshots leaves them out", "snapshots" not in page_data(bare)[0])
@@ -119,7 +127,7 @@ def main():
           cross["query_tokens"][0] == "<bos>" and cross["key_tokens"] == enc["query_tokens"])
     check_layers(d)
     res = run(browser + [str(s2s_page), "--expect-snapshots"], want=None)
-    check("the encoder-decoder page passes the browser test", res.returncode == 0, res.stdout.strip().splitlines()[-1:])
+    check("the encoder-decoder page passes the browser test", res.returncode == 0, browser_result(res))
 
     # 2. Chinese text
     corpus = work / "zh.txt"
@@ -143,7 +151,7 @@ def main():
     check("causal: no weight on a later key", all(w[i * 5 + j] == 0 for i in range(5) for j in range(i + 1, 5)))
     res = run(browser + [str(zh_page), "--expect-cjk"], want=None)
     check("the Chinese page passes the browser test with CJK glyphs", res.returncode == 0,
-          res.stdout.strip().splitlines()[-1:])
+          browser_result(res))
 
     # 3. bad input
     for args, want, needle in [
