@@ -98,7 +98,7 @@ def main():
     print("| weight decay | runs | validation >= 99% (Wilson 95%) | median step, train >= 99% | "
           "median step, validation >= 99% (censored) | test accuracy, median [min, max] |")
     print("|---|---|---|---|---|---|")
-    per_run = []
+    per_run, outcome = [], {}
     for wd in decays:
         runs = by[wd]
         t_train, t_val, reached, test = [], [], [], []
@@ -111,6 +111,7 @@ def main():
             per_run.append((wd, int(r["seed"]), tt, tv, None if tt is None or tv is None else tv - tt,
                             steps[-1], float(r["test_token_acc"])))
         k, n = sum(reached), len(runs)
+        outcome[wd] = (k, n)
         w = stats.wilson(k, n)
         known = [t for t in t_train if t is not None]
         med_train = f"{statistics.median(known):g}" if len(known) == n else f"{statistics.median(known):g} ({len(known)} runs)" if known else "never"
@@ -118,6 +119,11 @@ def main():
         med_val = f"{m.value:g}" if m.reached else f"> {m.value:g}"
         print(f"| {wd:g} | {n} | {k}/{n} [{w.low:.2f}, {w.high:.2f}] | {med_train} | {med_val} | "
               f"{100 * statistics.median(test):.1f}% [{100 * min(test):.1f}, {100 * max(test):.1f}] |")
+    if len(decays) == 2:  # the one comparison the experiment makes
+        (k1, n1), (k0, n0) = outcome[decays[0]], outcome[decays[1]]
+        t = stats.fisher_exact(k1, n1 - k1, k0, n0 - k0)
+        print(f"\nValidation >= 99%, weight decay {decays[0]:g} against {decays[1]:g}: {k1}/{n1} against "
+              f"{k0}/{n0}, Fisher's exact test two-sided p = {t.p:.2g} (1 comparison).")
     print("\nPer run (steps at which the accuracy on the training and on the validation pairs first "
           "reached 99%, "
           f"evaluated every {'/'.join(map(str, every)) or '?'} steps; the delay is their difference):\n")
