@@ -42,7 +42,7 @@ def browser_result(res):
 
 
 def run(args, want=0):
-    r = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    r = subprocess.run(args, capture_output=True, text=True, timeout=900)
     if want is not None and r.returncode != want:
         print(f"command {' '.join(map(str, args))} exited {r.returncode}, expected {want}\n"
               f"stdout: {r.stdout[-2000:]}\nstderr: {r.stderr[-2000:]}", flush=True)
