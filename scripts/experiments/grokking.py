@@ -22,10 +22,9 @@ from pathlib import Path
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from experiments import stats  # noqa: E402
+from experiments import report, stats  # noqa: E402
 
 TARGET = 0.99
 KEY = "optimizer.weight_decay"
@@ -69,18 +68,9 @@ def main():
     fig, axes = plt.subplots(1, len(decays), figsize=(5.4 * len(decays), 3.8), sharey=True, squeeze=False)
     for ax, wd in zip(axes[0], decays):
         runs = by[wd]
-        grid = sorted({s for _, steps, _, _ in runs for s in steps})
-        idx = {s: j for j, s in enumerate(grid)}
         for col, (name, colour) in enumerate([("training pairs", "C0"), ("validation pairs", "C3")]):
-            table = np.full((len(runs), len(grid)), np.nan)
-            for i, (r, steps, train, val) in enumerate(runs):
-                values = train if col == 0 else val
-                ax.plot(steps, values, color=colour, lw=0.7, alpha=0.3)
-                for s, v in zip(steps, values):
-                    table[i, idx[s]] = v
-                if r["status"] == "target":  # stopped at the target: it holds its last value
-                    table[i, idx[steps[-1]] + 1:] = values[-1]
-            ax.plot(grid, np.nanmedian(table, axis=0), color=colour, lw=2.2, label=f"{name}, median of {len(runs)}")
+            report.plot_runs(ax, [(r["status"], steps, train if col == 0 else val) for r, steps, train, val in runs],
+                             colour, f"{name}, median of {len(runs)}")
         ax.axhline(TARGET, color="0.6", lw=0.6, ls=":")
         ax.set_title(f"weight decay {wd:g}")
         ax.set_xlabel("training step")

@@ -458,8 +458,28 @@ def curve(r, metric):
     return [s for s, _ in keep], [v for _, v in keep]
 
 
-def cmd_plot_curves(a):
+def plot_runs(ax, curves, colour, label):
+    """Each run's curve faint and the median over the runs bold, on ax; curves are (status,
+    steps, values). The median is taken at every step any run evaluated; a run that stopped at
+    the target (status "target") holds its last value after it stopped. Returns (steps, median)."""
     import numpy as np
+    grid = sorted({t for _, steps, _ in curves for t in steps})
+    idx = {t: j for j, t in enumerate(grid)}
+    table = np.full((len(curves), len(grid)), np.nan)
+    for i, (status, steps, vals) in enumerate(curves):
+        ax.plot(steps, vals, color=colour, lw=0.6, alpha=0.3)
+        for t, v in zip(steps, vals):
+            table[i, idx[t]] = v
+        if status == "target" and steps:
+            table[i, idx[steps[-1]] + 1:] = vals[-1]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # steps where every run is NaN
+        med = np.nanmedian(table, axis=0)
+    ax.plot(grid, med, color=colour, lw=2.2, label=label)
+    return grid, med
+
+
+def cmd_plot_curves(a):
     plt = pyplot()
     rows, keys = read_results(a.sweeps)
     a.group = a.by
@@ -472,19 +492,8 @@ def cmd_plot_curves(a):
         curves = [c for c in curves if c[1]]
         if not curves:
             continue
-        grid = sorted({t for _, steps, _ in curves for t in steps})
-        table = np.full((len(curves), len(grid)), np.nan)
-        for i, (r, steps, vals) in enumerate(curves):
-            ax.plot(steps, vals, color=colour, lw=0.6, alpha=0.3)
-            idx = {t: j for j, t in enumerate(grid)}
-            for t, v in zip(steps, vals):
-                table[i, idx[t]] = v
-            if r.get("status") == "target":  # stopped when solved: it holds its last value
-                table[i, idx[steps[-1]] + 1:] = vals[-1]
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # steps where every run is NaN
-            med = np.nanmedian(table, axis=0)
-        ax.plot(grid, med, color=colour, lw=2.2, label=f"{words(keys, s, labels)} (n = {len(curves)})")
+        plot_runs(ax, [(r.get("status"), steps, vals) for r, steps, vals in curves], colour,
+                  f"{words(keys, s, labels)} (n = {len(curves)})")
         described.append(f"{words(keys, s, labels)}: {len(curves)} runs")
         total += len(curves)
     if not described:
