@@ -13,6 +13,7 @@ namespace qkv {
 /// one threshold of every parallel loop (parallel_for).
 inline constexpr std::size_t kParallelMin = 32768;
 
+/// True inside an OpenMP parallel region (false when built without OpenMP).
 bool in_parallel();
 
 /// f(i) for every i in [0, n): split over the threads in contiguous ranges (OpenMP's static
@@ -36,7 +37,6 @@ void parallel_for(std::size_t n, std::size_t grain, F&& f) {
 int num_threads();
 /// Set the number of threads kernels use (n >= 1).
 void set_num_threads(int n);
-/// True inside an OpenMP parallel region (declared above).
 
 /// Call first thing in main(argv). When OMP_WAIT_POLICY is unset, sets it to "passive" and
 /// re-executes the program (libgomp reads it only at start-up); otherwise, or when the exec fails,
