@@ -6,10 +6,10 @@
 #
 # NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking (default: all nine).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 10 hours on 2 cores in all, an
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 11 hours on 2 cores in all, an
 #   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
-#   cross_self 15, mqar_sizes about 300 for its full grid, retrieval 5, grokking 60: six runs of 9-11
-#   minutes each on the AVX-512 EPYC, one thread each).
+#   cross_self 15, mqar_sizes about 300 for its full grid, retrieval 5, grokking 120: twenty runs of
+#   6-15 minutes each on the AVX-512 EPYC, one thread each, 4.0 hours of runs two at a time).
 # --quick: 2 seeds, one learning rate, a few settings and 100-300 steps per run, into
 #   runs/exp-quick/NAME (report included); nothing committed is touched. A smoke test of the
 #   pipeline, not evidence: 6 min 13 s for the first eight on 2 cores shared with one other training
