@@ -86,9 +86,13 @@ class Browser:
         try:
             self.send("Target.setDiscoverTargets", {"discover": False}, timeout=timeout)
         except CDPError as e:
-            self.close()  # removes the profile and the log: keep the log's end for the message
+            try:  # read before close(), which removes the profile and the log
+                tail = self.log_path.read_text(errors="replace")[-2000:] or "(empty)"
+            except OSError:
+                tail = "(unreadable)"
+            self.close()
             raise CDPError(f"{chromium} did not answer on the DevTools pipe ({e}); "
-                           f"the end of its log:\n{self.log_tail}") from e
+                           f"the end of its log:\n{tail}") from e
 
     def _reader(self):
         parts = []
@@ -168,10 +172,6 @@ class Browser:
             except OSError:
                 pass
         self.log.close()
-        try:
-            self.log_tail = self.log_path.read_text(errors="replace")[-2000:] or "(empty)"
-        except OSError:
-            self.log_tail = "(unreadable)"
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
