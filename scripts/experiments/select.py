@@ -1,9 +1,11 @@
 """Learning-rate selection on the validation split, per setting.
 
 For each setting (the values of the grid keys other than the learning rate) and each learning
-rate tried, take the mean of a validation metric over that lr's seeds; pick the lr with the best
-mean (lowest for direction "min", highest for "max"), ties (equal to 1e-12 relative) going to
-the lower lr. A run whose validation metric is missing or not finite (diverged) counts as the
+rate tried, take the mean of a validation metric over the seeds that every lr of the setting ran
+(the tuning seeds: a paired comparison; runs carry a "seed" column, and without one, or with no
+seed common to all, each lr's mean is over all its runs); pick the lr with the best mean (lowest
+for direction "min", highest for "max"), ties (equal to 1e-12 relative) going to the lower lr.
+More seeds added later at the chosen lr only are reported with it but do not change the choice. A run whose validation metric is missing or not finite (diverged) counts as the
 worst possible value, so an lr where any seed diverged loses to one where none did. The test
 metrics reported for the setting are then those of the chosen lr's runs only.
 """
@@ -31,7 +33,8 @@ def select_lr(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
     rows: dicts (one per run, as read from results.csv) holding `keys`, `lr_key` and `metric`.
     keys: the columns that define a setting (the learning rate column is ignored if listed).
     Returns (choices, kept): choices maps each setting (tuple of the key values, as strings) to
-    Choice(lr, score, n, candidates) with candidates = [Candidate(lr, mean, n)] in lr order;
+    Choice(lr, score, n, candidates) with candidates = [Candidate(lr, mean, n)] in lr order (n: the
+    seeds the mean is over);
     kept is the rows of the chosen lr of every setting, in input order. Without an lr column
     every row is kept and each Choice has lr None.
     """
@@ -47,8 +50,12 @@ def select_lr(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
         if lr_key is None or list(by_lr) == [None]:
             choices[setting] = Choice(None, math.nan, sum(map(len, by_lr.values())), [])
             continue
+        seeds = [{r.get("seed") for r in runs} for runs in by_lr.values()]
+        common = set.intersection(*seeds) - {None, ""}
         cands = []
         for lr, runs in sorted(by_lr.items(), key=lambda kv: num(kv[0])):
+            if common:
+                runs = [r for r in runs if r.get("seed") in common]
             vals = [num(r.get(metric)) for r in runs]
             vals = [v if math.isfinite(v) else worst for v in vals]
             cands.append(Candidate(lr, sum(vals) / len(vals), len(vals)))

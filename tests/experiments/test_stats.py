@@ -217,6 +217,14 @@ def test_select():
     check(choices[("2",)].lr == "0.0003", "select max")
     choices, kept = select.select_lr([{"a": "1", "val_loss": "1"}], ["a"], "val_loss", "min", None)
     check(choices[("1",)].lr is None and len(kept) == 1, "select without an lr column keeps everything")
+    # Seeds added at one lr only: the choice is made on the seeds both lrs ran (1, 2), and the
+    # chosen lr keeps all its runs. Over all its seeds 0.001 would lose (mean 0.4 against 0.3).
+    rows = [{"h": "1", "lr": "0.001", "seed": str(s), "val_acc": v} for s, v in [(1, "0.9"), (2, "0.9"), (3, "0"), (4, "0")]]
+    rows += [{"h": "1", "lr": "0.003", "seed": str(s), "val_acc": v} for s, v in [(1, "0.8"), (2, "0.8"), (5, "0.9")]]
+    choices, kept = select.select_lr(rows, ["h"], "val_acc", "max", "lr")
+    ch = choices[("1",)]
+    check(ch.lr == "0.001" and [c.n for c in ch.candidates] == [2, 2], f"select on the common seeds: {ch}")
+    check(len(kept) == 4, "select keeps every run of the chosen lr, tuning seeds or not")
 
 
 # ---- end to end ----------------------------------------------------------------------------------
