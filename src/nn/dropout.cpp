@@ -4,10 +4,11 @@
 
 namespace qkv::nn {
 
+void DropoutOptions::validate() const { OptionChecker("DropoutOptions").in_range(p, "p", 0, false, 1, true); }
+
 template <class T>
 Dropout<T>::Dropout(const DropoutOptions& options) : options_(options) {
-  if (!(options.p >= 0.0 && options.p < 1.0))
-    throw ValueError("Dropout: p must be in [0, 1), found " + std::to_string(options.p));
+  options.validate();
 }
 
 template <class T>

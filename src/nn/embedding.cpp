@@ -1,15 +1,22 @@
 #include "qkv/nn/embedding.hpp"
 
+#include <cmath>
+
 #include "qkv/nn/init.hpp"
 #include "qkv/ops/embedding.hpp"
 
 namespace qkv::nn {
 
+void EmbeddingOptions::validate() const {
+  OptionChecker c("EmbeddingOptions");
+  c.positive(num_embeddings, "num_embeddings");
+  c.positive(embedding_dim, "embedding_dim");
+  c.in_range(init_std, "init_std", 0, false, INFINITY, false);
+}
+
 template <class T>
 Embedding<T>::Embedding(const EmbeddingOptions& options, Generator& gen) : options_(options) {
-  if (options.num_embeddings == 0 || options.embedding_dim == 0)
-    throw ValueError("Embedding: num_embeddings and embedding_dim must be positive, found " +
-                     std::to_string(options.num_embeddings) + " and " + std::to_string(options.embedding_dim));
+  options.validate();
   const Shape shape{options.num_embeddings, options.embedding_dim};
   weight = this->register_parameter("weight", shape, [&] { return init::normal<T>(shape, 0.0, options.init_std, gen); });
 }

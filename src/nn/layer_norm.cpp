@@ -1,13 +1,20 @@
 #include "qkv/nn/layer_norm.hpp"
 
+#include <cmath>
+
 #include "qkv/ops/norm.hpp"
 
 namespace qkv::nn {
 
+void LayerNormOptions::validate() const {
+  OptionChecker c("LayerNormOptions");
+  c.positive(dim, "dim");
+  c.in_range(eps, "eps", 0, true, INFINITY, false);
+}
+
 template <class T>
 LayerNorm<T>::LayerNorm(const LayerNormOptions& options) : options_(options) {
-  if (options.dim == 0) throw ValueError("LayerNorm: dim must be positive, found 0");
-  if (!(options.eps > 0)) throw ValueError("LayerNorm: eps must be positive, found " + std::to_string(options.eps));
+  options.validate();
   if (options.elementwise_affine) {
     const Shape shape{options.dim};
     weight = this->register_parameter("weight", shape, [&] { return full<T>(shape, T(1)); }, ParamRole::Norm);

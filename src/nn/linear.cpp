@@ -7,11 +7,15 @@
 
 namespace qkv::nn {
 
+void LinearOptions::validate() const {
+  OptionChecker c("LinearOptions");
+  c.positive(in_features, "in_features");
+  c.positive(out_features, "out_features");
+}
+
 template <class T>
 Linear<T>::Linear(const LinearOptions& options, Generator& gen) : options_(options) {
-  if (options.in_features == 0 || options.out_features == 0)
-    throw ValueError("Linear: in_features and out_features must be positive, found " +
-                     std::to_string(options.in_features) + " and " + std::to_string(options.out_features));
+  options.validate();
   const Shape w_shape{options.out_features, options.in_features}, b_shape{options.out_features};
   weight = this->register_parameter("weight", w_shape, [&] { return init::linear_default<T>(w_shape, gen); });
   if (options.bias) {

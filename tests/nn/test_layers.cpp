@@ -53,7 +53,9 @@ TEST_CASE("Linear: parameters, PyTorch init bounds, no-bias variant") {
   Linear<float> nb(16, 8, false, gen);
   CHECK(test::param_names(nb) == std::vector<std::string>{"weight"});
   CHECK_FALSE(nb.bias.defined());
-  CHECK_THROWS_AS(Linear<float>(0, 3), ValueError);
+  CHECK_THROWS_WITH_AS(Linear<float>(0, 3), doctest::Contains("LinearOptions: in_features: expected a positive integer, found 0"),
+                       OptionError);
+  CHECK_THROWS_WITH_AS(Linear<float>(3, 0), doctest::Contains("LinearOptions: out_features"), OptionError);
 }
 
 TEST_CASE("Linear: gradcheck of parameters and input, with and without bias") {
@@ -86,6 +88,10 @@ TEST_CASE("Embedding: rows of the table, N(0, 1) init, gradcheck with a repeated
   CHECK(std::fabs(s / n) < 0.05);
   CHECK(std::sqrt(s2 / n) == doctest::Approx(1.0).epsilon(0.05));
   CHECK_THROWS_AS(emb.forward(test::ids({{6}})), ValueError);
+  CHECK_THROWS_WITH_AS(Embedding<double>(EmbeddingOptions{0, 4}, gen),
+                       doctest::Contains("EmbeddingOptions: num_embeddings: expected a positive integer, found 0"), OptionError);
+  CHECK_THROWS_WITH_AS(Embedding<double>(EmbeddingOptions{4, 2, -1.0}, gen), doctest::Contains("EmbeddingOptions: init_std"),
+                       OptionError);
 }
 
 // ---- positional encodings ----
@@ -157,6 +163,10 @@ TEST_CASE("LayerNorm: normalises the last dimension, ones/zeros init, gradcheck"
   LayerNorm<double> plain(LayerNormOptions{4, 1e-5, false});
   CHECK(plain.parameters().empty());
   CHECK_THROWS_AS(ln.forward(leaf({2, 5}, 1)), ShapeError);
+  CHECK_THROWS_WITH_AS(LayerNorm<double>(LayerNormOptions{0}), doctest::Contains("LayerNormOptions: dim: expected a positive integer"),
+                       OptionError);
+  CHECK_THROWS_WITH_AS(LayerNorm<double>(LayerNormOptions{4, 0.0}), doctest::Contains("LayerNormOptions: eps: expected a number in (0, inf)"),
+                       OptionError);
 }
 
 // ---- Dropout ----
@@ -183,8 +193,10 @@ TEST_CASE("Dropout: identity in eval mode, inverted dropout in training, reprodu
   Generator own(42);
   drop.set_generator(&own);
   CHECK(test::bitwise_equal(drop.forward(x).value(), a));
-  CHECK_THROWS_AS(Dropout<double>(1.0), ValueError);
-  CHECK_THROWS_AS(Dropout<double>(-0.1), ValueError);
+  CHECK_THROWS_WITH_AS(Dropout<double>(1.0), doctest::Contains("DropoutOptions: p: expected a number in [0, 1), found 1"),
+                       OptionError);
+  CHECK_THROWS_AS(Dropout<double>(-0.1), OptionError);
+  CHECK_THROWS_AS(Dropout<double>(std::nan("")), OptionError);
 }
 
 TEST_CASE("Dropout: gradcheck in training with a reseeded generator") {

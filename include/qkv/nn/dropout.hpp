@@ -3,12 +3,15 @@
 /// Dropout layer.
 
 #include "qkv/nn/module.hpp"
+#include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv::nn {
 
 struct DropoutOptions {
   double p = 0.0;  ///< drop probability, in [0, 1)
+  /// p in [0, 1); throws OptionError.
+  void validate() const;
 };
 
 /// Inverted dropout (qkv::dropout) while the module is training; the identity in eval mode or

@@ -3,6 +3,7 @@
 /// Token embedding table.
 
 #include "qkv/nn/module.hpp"
+#include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv::nn {
@@ -11,6 +12,8 @@ struct EmbeddingOptions {
   std::size_t num_embeddings = 0;  ///< V
   std::size_t embedding_dim = 0;   ///< C
   double init_std = 1.0;           ///< weight ~ N(0, init_std^2); 1 as in PyTorch's nn.Embedding
+  /// V and C positive, init_std >= 0; throws OptionError naming the field.
+  void validate() const;
 };
 
 /// out[..., :] = weight[ids[...], :] (qkv::embedding). ids (any shape) -> (ids.shape..., C).

@@ -3,6 +3,7 @@
 /// Layer normalisation over the last dimension.
 
 #include "qkv/nn/module.hpp"
+#include "qkv/tensor/options.hpp"
 
 namespace qkv::nn {
 
@@ -10,6 +11,8 @@ struct LayerNormOptions {
   std::size_t dim = 0;             ///< C, the normalised (last) dimension
   double eps = 1e-5;
   bool elementwise_affine = true;  ///< learn a scale and a shift
+  /// dim positive, eps > 0; throws OptionError.
+  void validate() const;
 };
 
 /// y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension (qkv::layer_norm,

@@ -3,6 +3,7 @@
 /// Linear layer: y = x W^T + b.
 
 #include "qkv/nn/module.hpp"
+#include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv::nn {
@@ -11,6 +12,8 @@ struct LinearOptions {
   std::size_t in_features = 0;
   std::size_t out_features = 0;
   bool bias = true;
+  /// Both widths positive; throws OptionError naming the field.
+  void validate() const;
 };
 
 /// y = x W^T + b (qkv::linear). x (..., in) -> y (..., out).
