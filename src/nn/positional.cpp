@@ -7,13 +7,15 @@
 #include "qkv/ops/shape.hpp"
 
 namespace qkv::nn {
-namespace {
 
-void check_options(const PositionalOptions& o, const char* who) {
-  if (o.max_len == 0 || o.dim == 0)
-    throw ValueError(std::string(who) + ": max_len and dim must be positive, found " +
-                     std::to_string(o.max_len) + " and " + std::to_string(o.dim));
+void PositionalOptions::validate() const {
+  OptionChecker c("PositionalOptions");
+  c.positive(max_len, "max_len");
+  c.positive(dim, "dim");
+  c.in_range(init_std, "init_std", 0, false, INFINITY, false);
 }
+
+namespace {
 
 // x must be (B, T, C) with C = dim and offset + T <= max_len; returns T.
 template <class T>
@@ -32,7 +34,7 @@ std::size_t check_input(const Variable<T>& x, std::size_t offset, const Position
 template <class T>
 LearnedPositionalEncoding<T>::LearnedPositionalEncoding(const PositionalOptions& options, Generator& gen)
     : options_(options) {
-  check_options(options, "LearnedPositionalEncoding");
+  options.validate();
   const Shape shape{options.max_len, options.dim};
   weight = this->register_parameter("weight", shape, [&] { return init::normal<T>(shape, 0.0, options.init_std, gen); });
 }
@@ -47,7 +49,7 @@ Variable<T> LearnedPositionalEncoding<T>::forward(const Variable<T>& x, std::siz
 template <class T>
 SinusoidalPositionalEncoding<T>::SinusoidalPositionalEncoding(const PositionalOptions& options)
     : options_(options) {
-  check_options(options, "SinusoidalPositionalEncoding");
+  options.validate();
   if (MetaGuard::active()) return;  // a constant table, not a parameter: nothing to size
   const std::size_t C = options.dim;
   table_ = Array<T>::from_shape({options.max_len, C});

@@ -138,6 +138,10 @@ TEST_CASE("LearnedPositionalEncoding: x + weight[:T], gradcheck, length check") 
       for (std::size_t c = 0; c < 3; ++c) CHECK(y(n, t, c) == doctest::Approx(x.value()(n, t, c) + pe.weight.value()(t, c)));
   test::check_module_grad([&] { return pe.forward(x); }, pe, {x});
   CHECK_THROWS_WITH_AS(pe.forward(leaf({1, 6, 3}, 2)), doctest::Contains("exceeds max_len 5"), ShapeError);
+  CHECK_THROWS_WITH_AS(LearnedPositionalEncoding<double>(PositionalOptions{0, 3}, gen),
+                       doctest::Contains("PositionalOptions: max_len: expected a positive integer, found 0"), OptionError);
+  CHECK_THROWS_WITH_AS(SinusoidalPositionalEncoding<double>(PositionalOptions{5, 0}),
+                       doctest::Contains("PositionalOptions: dim: expected a positive integer, found 0"), OptionError);
 }
 
 // ---- LayerNorm ----

@@ -3,6 +3,7 @@
 /// Positional encodings, added to a (B, T, C) sequence of embeddings.
 
 #include "qkv/nn/module.hpp"
+#include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv::nn {
@@ -11,6 +12,8 @@ struct PositionalOptions {
   std::size_t max_len = 1024;  ///< longest sequence accepted
   std::size_t dim = 0;         ///< C
   double init_std = 1.0;       ///< learned only: table ~ N(0, init_std^2), like an nn.Embedding
+  /// max_len and dim positive, init_std >= 0; throws OptionError.
+  void validate() const;
 };
 
 /// Base of both encodings: forward(x (B, T, C), offset) -> x + P[offset : offset + T] (B, T, C);
