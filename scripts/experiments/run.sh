@@ -187,6 +187,16 @@ mqar_sizes() {
     sweep experiments/mqar_sizes/len$n.yaml mqar_sizes/len$n "${q[@]}"
     dirs+=("$runs/mqar_sizes/len$n")
   done
+  # Then seeds 4-10 of every cell at its lr chosen on seeds 1-3 (the tuning seeds; results.md
+  # names the choice): success rates over 10 seeds. Not in the quick pipeline.
+  local cell d lr
+  for cell in 64:64:0.003 64:128:0.001 128:64:0.003 128:128:0.001 256:64:0.001 256:128:0.001; do
+    [ $quick = 1 ] && break
+    IFS=: read -r n d lr <<< "$cell"
+    sweep experiments/mqar_sizes/len$n.yaml mqar_sizes/len${n}_w${d}_seeds --grid model.d_model=$d \
+        --grid optimizer.lr=$lr --seeds 4,5,6,7,8,9,10
+    dirs+=("$runs/mqar_sizes/len${n}_w${d}_seeds")
+  done
   $py $S/score.py "${dirs[@]}" --columns task.length,task.pairs --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
   $py $S/report.py table "$o/runs.csv" --group task.length,task.pairs,model.d_model --select-lr val_token_acc:max \
       --metric 'test_token_acc:success>=0.99' --metric steps_to_target:time --metric test_token_acc:median \
