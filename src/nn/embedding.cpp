@@ -11,7 +11,7 @@ void EmbeddingOptions::validate() const {
   OptionChecker c("EmbeddingOptions");
   c.positive(num_embeddings, "num_embeddings");
   c.positive(embedding_dim, "embedding_dim");
-  c.in_range(init_std, "init_std", 0, false, INFINITY, false);
+  c.in_range(init_std, "init_std", 0, false, INFINITY, true);
 }
 
 template <class T>

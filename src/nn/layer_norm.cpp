@@ -9,7 +9,7 @@ namespace qkv::nn {
 void LayerNormOptions::validate() const {
   OptionChecker c("LayerNormOptions");
   c.positive(dim, "dim");
-  c.in_range(eps, "eps", 0, true, INFINITY, false);
+  c.in_range(eps, "eps", 0, true, INFINITY, true);
 }
 
 template <class T>

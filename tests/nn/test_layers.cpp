@@ -92,6 +92,7 @@ TEST_CASE("Embedding: rows of the table, N(0, 1) init, gradcheck with a repeated
                        doctest::Contains("EmbeddingOptions: num_embeddings: expected a positive integer, found 0"), OptionError);
   CHECK_THROWS_WITH_AS(Embedding<double>(EmbeddingOptions{4, 2, -1.0}, gen), doctest::Contains("EmbeddingOptions: init_std"),
                        OptionError);
+  CHECK_THROWS_AS(Embedding<double>(EmbeddingOptions{4, 2, INFINITY}, gen), OptionError);
 }
 
 // ---- positional encodings ----
