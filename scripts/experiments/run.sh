@@ -6,9 +6,10 @@
 #
 # NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking (default: all nine).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 11 hours on 2 cores in all, an
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
 #   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
-#   cross_self 15, mqar_sizes about 300 for its full grid, retrieval 5, grokking 120: twenty runs of
+#   cross_self 15, mqar_sizes about 300 for its full grid and 100 for seeds 4-10 of every setting
+#   (190 minutes of runs two at a time on the AVX-512 EPYC), retrieval 5, grokking 120: twenty runs of
 #   6-15 minutes each on the AVX-512 EPYC, one thread each, 4.0 hours of runs two at a time).
 # --quick: 2 seeds, one learning rate, a few settings and 100-300 steps per run, into
 #   runs/exp-quick/NAME (report included); nothing committed is touched. A smoke test of the
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --jobs) jobs="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
