@@ -10,8 +10,7 @@ namespace qkv::nn {
 
 void PositionalOptions::validate() const {
   OptionChecker c("PositionalOptions");
-  c.positive(max_len, "max_len");
-  c.positive(dim, "dim");
+  c.positive(max_len, "max_len"); c.positive(dim, "dim");
   c.in_range(init_std, "init_std", 0, false, INFINITY, true);
 }
 
