@@ -333,7 +333,8 @@ def cmd_table(a):
         cands = sorted({c.lr for ch in choices.values() for c in ch.candidates}, key=num)
         metric, _, direction = a.select_lr.partition(":")
         notes.append(f"lr: the learning rate with the {'lowest' if direction != 'max' else 'highest'} mean {metric} "
-                     f"over the seeds every lr of the setting ran, chosen per setting among {', '.join(fmt(num(c), 'g') for c in cands)} "
+                     "over the seeds every lr of the setting ran, chosen per setting among "
+                     f"{', '.join(fmt(num(c), 'g') for c in cands)} "
                      "(ties: the lower lr); every other column is from that lr's runs.")
     kinds = {m.kind for m in metrics}
     if "success" in kinds:

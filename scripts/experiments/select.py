@@ -1,13 +1,14 @@
 """Learning-rate selection on the validation split, per setting.
 
-For each setting (the values of the grid keys other than the learning rate) and each learning
-rate tried, take the mean of a validation metric over the seeds that every lr of the setting ran
-(the tuning seeds: a paired comparison; runs carry a "seed" column, and without one, or with no
-seed common to all, each lr's mean is over all its runs); pick the lr with the best mean (lowest
-for direction "min", highest for "max"), ties (equal to 1e-12 relative) going to the lower lr.
-More seeds added later at the chosen lr only are reported with it but do not change the choice. A run whose validation metric is missing or not finite (diverged) counts as the
-worst possible value, so an lr where any seed diverged loses to one where none did. The test
-metrics reported for the setting are then those of the chosen lr's runs only.
+For each setting (the values of the grid keys other than the learning rate) and each learning rate
+tried, take the mean of a validation metric over the seeds that every lr of the setting ran (the
+tuning seeds: a paired comparison; runs carry a "seed" column, and without one, or with no seed
+common to all, each lr's mean is over all its runs); pick the lr with the best mean (lowest for
+direction "min", highest for "max"), ties (equal to 1e-12 relative) going to the lower lr. More
+seeds added later at the chosen lr only are reported with it but do not change the choice. A run
+whose validation metric is missing or not finite (diverged) counts as the worst possible value, so
+an lr where any seed diverged loses to one where none did. The test metrics reported for the
+setting are then those of the chosen lr's runs only.
 """
 import math
 from collections import namedtuple
