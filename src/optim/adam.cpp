@@ -39,18 +39,21 @@ void update(const Variable<T>& p, Array<T>& exp_avg, Array<T>& exp_avg_sq, const
   const T* grad = p.grad().data();
   T* m = exp_avg.data();
   T* v = exp_avg_sq.data();
-  detail::for_elements(p.size(), [&](std::size_t i) {
-    T gi = grad[i];
-    if (decay) {
-      if (decoupled)
-        w[i] *= shrink;
-      else
-        gi += l2 * w[i];
+  detail::for_ranges(p.size(), [=](std::size_t lo, std::size_t hi) {
+#pragma omp simd
+    for (std::size_t i = lo; i < hi; ++i) {
+      T gi = grad[i];
+      if (decay) {
+        if (decoupled)
+          w[i] *= shrink;
+        else
+          gi += l2 * w[i];
+      }
+      m[i] = m[i] * beta1 + one_minus_beta1 * gi;
+      v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
+      const T denom = std::sqrt(v[i]) / bias2_sqrt + eps;
+      w[i] -= step_size * (m[i] / denom);
     }
-    m[i] = m[i] * beta1 + one_minus_beta1 * gi;
-    v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
-    const T denom = std::sqrt(v[i]) / bias2_sqrt + eps;
-    w[i] -= step_size * (m[i] / denom);
   });
 }
 

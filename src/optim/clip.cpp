@@ -15,7 +15,7 @@ double sum_squares(const T* x, std::size_t n) {
   constexpr std::size_t kChunk = 1 << 14;
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
   PooledVector<double> partial(chunks, 0.0);
-  detail::for_elements(chunks, [&](std::size_t c) {
+  parallel_for(chunks, kChunk, [&](std::size_t c) {
     double s = 0;
     const std::size_t end = std::min(n, (c + 1) * kChunk);
     for (std::size_t i = c * kChunk; i < end; ++i) s += double(x[i]) * double(x[i]);
@@ -46,7 +46,10 @@ double clip_grad_norm(const std::vector<Variable<T>>& params, double max_norm) {
     for (const Variable<T>& p : params) {
       if (!p.has_grad()) continue;
       T* g = p.grad_mut().data();
-      detail::for_elements(p.size(), [&](std::size_t i) { g[i] *= c; });
+      detail::for_ranges(p.size(), [=](std::size_t lo, std::size_t hi) {
+#pragma omp simd
+        for (std::size_t i = lo; i < hi; ++i) g[i] *= c;
+      });
     }
   }
   return norm;

@@ -47,13 +47,16 @@ void SGD<T>::step() {
     T* w = p.data();
     const T* grad = p.grad().data();
     T* buf = use_momentum ? this->buffer(momentum_, index).data() : nullptr;
-    detail::for_elements(p.size(), [&](std::size_t i) {
-      T d = decay ? grad[i] + wd * w[i] : grad[i];
-      if (use_momentum) {
-        buf[i] = first ? d : buf[i] * momentum + keep * d;
-        d = nesterov ? d + momentum * buf[i] : buf[i];
+    detail::for_ranges(p.size(), [=](std::size_t lo, std::size_t hi) {
+#pragma omp simd
+      for (std::size_t i = lo; i < hi; ++i) {
+        T d = decay ? grad[i] + wd * w[i] : grad[i];
+        if (use_momentum) {
+          buf[i] = first ? d : buf[i] * momentum + keep * d;
+          d = nesterov ? d + momentum * buf[i] : buf[i];
+        }
+        w[i] -= lr * d;
       }
-      w[i] -= lr * d;
     });
   });
 }
