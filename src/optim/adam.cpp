@@ -26,35 +26,50 @@ Scalars scalars(const AdamOptions& o, std::int64_t step) {
   return {o.beta1, o.beta2, o.eps, 1 - std::pow(o.beta1, double(step)), std::sqrt(1 - std::pow(o.beta2, double(step)))};
 }
 
-// One Adam (decoupled = false) or AdamW (decoupled = true) update of parameter p in group g.
+// The update's coefficients in T, each rounded from double once per step.
+template <class T>
+struct Coefs {
+  T beta1, beta2, one_minus_beta1, one_minus_beta2, eps, bias2_sqrt, step_size, l2, shrink;
+  bool decay, decoupled;
+};
+
+// One Adam (decoupled = false) or AdamW (decoupled = true) update of w[lo, hi) with its
+// gradient and moments. Every operand is a local here: read through a closure, the coefficients
+// were reloaded after each store to w and the loop ran scalar (1.4% of the small model's step).
+template <class T>
+void update_range(T* w, const T* grad, T* m, T* v, std::size_t lo, std::size_t hi, const Coefs<T>& c) {
+  const T beta1 = c.beta1, beta2 = c.beta2, one_minus_beta1 = c.one_minus_beta1,
+          one_minus_beta2 = c.one_minus_beta2, eps = c.eps, bias2_sqrt = c.bias2_sqrt,
+          step_size = c.step_size, l2 = c.l2, shrink = c.shrink;
+  const bool decay = c.decay, decoupled = c.decoupled;
+#pragma omp simd
+  for (std::size_t i = lo; i < hi; ++i) {
+    T gi = grad[i];
+    if (decay) {
+      if (decoupled)
+        w[i] *= shrink;
+      else
+        gi += l2 * w[i];
+    }
+    m[i] = m[i] * beta1 + one_minus_beta1 * gi;
+    v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
+    const T denom = std::sqrt(v[i]) / bias2_sqrt + eps;
+    w[i] -= step_size * (m[i] / denom);
+  }
+}
+
+// One Adam or AdamW update of parameter p in group g.
 template <class T>
 void update(const Variable<T>& p, Array<T>& exp_avg, Array<T>& exp_avg_sq, const ParamGroup<T>& g,
             const Scalars& s, bool decoupled) {
-  const T beta1 = T(s.beta1), beta2 = T(s.beta2), one_minus_beta1 = T(1 - s.beta1),
-          one_minus_beta2 = T(1 - s.beta2), eps = T(s.eps), bias2_sqrt = T(s.bias2_sqrt);
-  const T step_size = T(g.lr / s.bias1);
-  const bool decay = g.weight_decay != 0;
-  const T l2 = T(g.weight_decay), shrink = T(1 - g.lr * g.weight_decay);
+  const Coefs<T> c{T(s.beta1), T(s.beta2), T(1 - s.beta1), T(1 - s.beta2), T(s.eps), T(s.bias2_sqrt),
+                   T(g.lr / s.bias1), T(g.weight_decay), T(1 - g.lr * g.weight_decay),
+                   g.weight_decay != 0, decoupled};
   T* w = p.data();
   const T* grad = p.grad().data();
   T* m = exp_avg.data();
   T* v = exp_avg_sq.data();
-  detail::for_ranges(p.size(), [=](std::size_t lo, std::size_t hi) {
-#pragma omp simd
-    for (std::size_t i = lo; i < hi; ++i) {
-      T gi = grad[i];
-      if (decay) {
-        if (decoupled)
-          w[i] *= shrink;
-        else
-          gi += l2 * w[i];
-      }
-      m[i] = m[i] * beta1 + one_minus_beta1 * gi;
-      v[i] = v[i] * beta2 + one_minus_beta2 * gi * gi;
-      const T denom = std::sqrt(v[i]) / bias2_sqrt + eps;
-      w[i] -= step_size * (m[i] / denom);
-    }
-  });
+  detail::for_ranges(p.size(), [&](std::size_t lo, std::size_t hi) { update_range(w, grad, m, v, lo, hi, c); });
 }
 
 }  // namespace

@@ -46,9 +46,11 @@ double clip_grad_norm(const std::vector<Variable<T>>& params, double max_norm) {
     for (const Variable<T>& p : params) {
       if (!p.has_grad()) continue;
       T* g = p.grad_mut().data();
-      detail::for_ranges(p.size(), [=](std::size_t lo, std::size_t hi) {
+      detail::for_ranges(p.size(), [&](std::size_t lo, std::size_t hi) {
+        T* const x = g;  // locals: see update_range in adam.cpp
+        const T k = c;
 #pragma omp simd
-        for (std::size_t i = lo; i < hi; ++i) g[i] *= c;
+        for (std::size_t i = lo; i < hi; ++i) x[i] *= k;
       });
     }
   }

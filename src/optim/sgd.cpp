@@ -33,6 +33,26 @@ template <class T>
 SGD<T>::SGD(const std::vector<std::pair<std::string, Variable<T>>>& named, SGDOptions options)
     : SGD(one_group(named, options.lr, options.weight_decay), options) {}
 
+namespace {
+
+// One SGD update of w[lo, hi) (and its momentum buffer). Every operand is a local here: read
+// through a closure, the scalars were reloaded after each store to w and the loop ran scalar.
+template <class T>
+void sgd_range(T* w, const T* grad, T* buf, std::size_t lo, std::size_t hi, T lr, T wd, bool decay,
+               bool use_momentum, bool first, T momentum, T keep, bool nesterov) {
+#pragma omp simd
+  for (std::size_t i = lo; i < hi; ++i) {
+    T d = decay ? grad[i] + wd * w[i] : grad[i];
+    if (use_momentum) {
+      buf[i] = first ? d : buf[i] * momentum + keep * d;
+      d = nesterov ? d + momentum * buf[i] : buf[i];
+    }
+    w[i] -= lr * d;
+  }
+}
+
+}  // namespace
+
 template <class T>
 void SGD<T>::step() {
   ++this->step_;
@@ -47,16 +67,8 @@ void SGD<T>::step() {
     T* w = p.data();
     const T* grad = p.grad().data();
     T* buf = use_momentum ? this->buffer(momentum_, index).data() : nullptr;
-    detail::for_ranges(p.size(), [=](std::size_t lo, std::size_t hi) {
-#pragma omp simd
-      for (std::size_t i = lo; i < hi; ++i) {
-        T d = decay ? grad[i] + wd * w[i] : grad[i];
-        if (use_momentum) {
-          buf[i] = first ? d : buf[i] * momentum + keep * d;
-          d = nesterov ? d + momentum * buf[i] : buf[i];
-        }
-        w[i] -= lr * d;
-      }
+    detail::for_ranges(p.size(), [&](std::size_t lo, std::size_t hi) {
+      sgd_range(w, grad, buf, lo, hi, lr, wd, decay, use_momentum, first, momentum, keep, nesterov);
     });
   });
 }
