@@ -154,16 +154,14 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
                        bias = bias.defined() ? bias.without_value() : bias, rows, in, out](const Array<T>& gy) {
     // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum of dy over rows.
     const T* G = gy.data();
-    if (x.requires_grad()) {
-      Array<T> gx = Array<T>::from_shape(x.shape());
-      gemm<T>(false, false, rows, in, out, T(1), G, out, weight.data(), in, T(0), gx.data(), in);
-      x.accumulate_grad(std::move(gx), "linear");
-    }
-    if (weight.requires_grad()) {
-      Array<T> gw = Array<T>::from_shape(weight.shape());
-      gemm<T>(true, false, out, in, rows, T(1), G, out, x.data(), in, T(0), gw.data(), in);
-      weight.accumulate_grad(std::move(gw), "linear");
-    }
+    // Both products go straight into the gradients (beta 1 when one is there already: the
+    // input of the q, k and v projections collects three).
+    x.accumulate_grad_into([&](T* dx, bool add) {
+      gemm<T>(false, false, rows, in, out, T(1), G, out, weight.data(), in, T(add), dx, in);
+    }, "linear");
+    weight.accumulate_grad_into([&](T* dw, bool add) {
+      gemm<T>(true, false, out, in, rows, T(1), G, out, x.data(), in, T(add), dw, in);
+    }, "linear");
     if (bias.defined() && bias.requires_grad()) {
       Array<T> gb = zeros<T>(bias.shape());
       T* GB = gb.data();

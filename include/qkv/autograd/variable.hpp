@@ -146,6 +146,12 @@ class Variable {
   /// the shape error.
   void accumulate_grad(const Array<T>& g, const char* op = "accumulate_grad") const;
   void accumulate_grad(Array<T>&& g, const char* op = "accumulate_grad") const;
+  /// grad += a gradient written in place: `write(T* dst, bool accumulate)` must store
+  /// (accumulate false) or add (accumulate true) a gradient of the value's shape, contiguous, at
+  /// dst. A GEMM then adds its product straight into an existing gradient (beta = 1), without a
+  /// temporary, a zeroed output and a second pass.
+  template <class F>
+  void accumulate_grad_into(F&& write, const char* op = "accumulate_grad") const;
 
   /// Reverse-mode differentiation of a scalar (one-element) value: d(this)/d(x) is added to the
   /// gradient of every x on its tape that requires one. The tape is released afterwards.
@@ -279,6 +285,19 @@ void Variable<T>::accumulate_grad(Array<T>&& g, const char* op) const {
     return;
   }
   accumulate_grad(static_cast<const Array<T>&>(g), op);
+}
+
+template <class T>
+template <class F>
+void Variable<T>::accumulate_grad_into(F&& write, const char* op) const {
+  detail::Node<T>& n = node();
+  if (!n.requires_grad) return;
+  detail::check_live(n, op);
+  if (n.has_grad) return write(n.grad.data(), true);
+  const Shape& shape = n.value_refs ? n.value.shape() : n.shape;
+  if (n.grad.shape() != shape) n.grad = Array<T>::from_shape(shape);
+  write(n.grad.data(), false);
+  n.has_grad = true;
 }
 
 template <class T>
