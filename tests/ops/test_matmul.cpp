@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "qkv/autograd/gradcheck.hpp"
+#include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/matmul.hpp"
 #include "test_util.hpp"
 
@@ -39,6 +40,26 @@ TEST_CASE("linear: gradcheck with and without bias") {
                     test::random_array<double>({5}, 3)});
   test::check_grad([](const std::vector<Variable<double>>& x) { return linear(x[0], x[1]); },
                    {test::random_array<double>({3, 4}, 1), test::random_array<double>({2, 4}, 2)});
+}
+
+TEST_CASE("linear: gradients add in place, for an input of three layers and over two backward calls") {
+  // The q, k and v projections share their input: the second and third dx are added into the
+  // first by the GEMM itself (accumulate_grad_into, beta 1).
+  test::check_grad(
+      [](const std::vector<Variable<double>>& x) {
+        return add(add(linear(x[0], x[1]), linear(x[0], x[2], x[4])), linear(x[0], x[3]));
+      },
+      {test::random_array<double>({2, 3, 4}, 1), test::random_array<double>({5, 4}, 2),
+       test::random_array<double>({5, 4}, 3), test::random_array<double>({5, 4}, 4),
+       test::random_array<double>({5}, 5)});
+  // Without zero_grad, a second backward adds the same gradients again: exactly twice the first.
+  Variable<double> x(test::random_array<double>({6, 4}, 6), true), w(test::random_array<double>({3, 4}, 7), true);
+  const Array<double> g = test::random_array<double>({6, 3}, 8);
+  linear(x, w).backward(g);
+  const Array<double> gx1 = x.grad(), gw1 = w.grad();
+  linear(x, w).backward(g);
+  CHECK(x.grad() == gx1 * 2.0);
+  CHECK(w.grad() == gw1 * 2.0);
 }
 
 TEST_CASE("matmul: shape errors name the op and both shapes") {
