@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "for_elements.hpp"
+#include "for_ranges.hpp"
 
 namespace qkv::optim {
 namespace {
