@@ -262,16 +262,12 @@ void Variable<T>::accumulate_grad(const Array<T>& g, const char* op) const {
   if (g.shape() != shape)
     throw ShapeError(std::string(op) + ": gradient of shape " + shape_str(g.shape()) +
                      " does not match the value's shape " + shape_str(shape));
-  const std::size_t count = g.size();
-  if (!n.has_grad) {
-    if (n.grad.shape() != g.shape()) n.grad = Array<T>::from_shape(g.shape());
-    std::copy(g.data(), g.data() + count, n.grad.data());
-    n.has_grad = true;
-    return;
-  }
-  T* dst = n.grad.data();
   const T* src = g.data();
-  for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];
+  const std::size_t count = g.size();
+  accumulate_grad_into([&](T* dst, bool add) {
+    if (!add) return void(std::copy(src, src + count, dst));
+    for (std::size_t i = 0; i < count; ++i) dst[i] += src[i];
+  }, op);
 }
 
 template <class T>
