@@ -18,31 +18,48 @@ namespace {
 constexpr std::size_t kBq = 64;
 constexpr std::size_t kBk = 128;
 
-// C (nq x nk, row stride kBk) = alpha A B^T for A (nq x D) and B (nk x D), rows of D values.
-// B is first transposed into `scratch` (D x kBk) and the product runs as A * scratch: OpenBLAS
-// 0.3.21 has small-matrix kernels for this product's layout but not for A B^T, which it packs
-// (measured alone at 32 x 32 x 16, the small model's block: 50 GFLOP/s, 62 with the transpose).
-// With fewer than 4 query rows (decoding with the KV cache) the transpose would cost as much as
-// the product: A B^T goes to BLAS as it is.
+// Bt (D x rows, row stride ld) = B^T for B (rows x D, rows of D values): a head's keys (values)
+// transposed once, so that every block product with them is a plain one (see gemm_abt).
 template <class T>
-void gemm_abt(T* C, const T* A, const T* B, std::size_t nq, std::size_t nk, std::size_t D, T alpha,
-              T* scratch) {
-  if (nq < 4) return gemm_serial<T>(false, true, nq, nk, D, alpha, A, D, B, D, T(0), C, kBk);
-  for (std::size_t r = 0; r < nk; ++r)
-    for (std::size_t d = 0; d < D; ++d) scratch[d * kBk + r] = B[r * D + d];
-  gemm_serial<T>(false, false, nq, nk, D, alpha, A, D, scratch, kBk, T(0), C, kBk);
+void transpose_rows(T* Bt, std::size_t ld, const T* B, std::size_t rows, std::size_t D) {
+  for (std::size_t d = 0; d < D; ++d)  // contiguous stores; the strided loads hit L1 after d = 0
+    for (std::size_t r = 0; r < rows; ++r) Bt[d * ld + r] = B[r * D + d];
 }
+
+// C (nq x nk, row stride kBk) = alpha A B^T for A (nq x D) and B (nk x D), rows of D values,
+// given B also transposed: Bt (D x nk, row stride ldt). The product runs as A * Bt: OpenBLAS
+// 0.3.21 has small-matrix kernels for that layout but not for A B^T, which it packs (measured
+// alone at 32 x 32 x 16, the small model's block: 50 GFLOP/s, 62 with a transpose per block).
+// With fewer than 4 query rows (decoding with the KV cache) A B^T goes to BLAS as it is, and the
+// caller need not transpose (Bt may be null): the transpose would cost as much as the product.
+template <class T>
+void gemm_abt(T* C, const T* A, const T* B, const T* Bt, std::size_t ldt, std::size_t nq, std::size_t nk,
+              std::size_t D, T alpha) {
+  if (nq < 4) return gemm_serial<T>(false, true, nq, nk, D, alpha, A, D, B, D, T(0), C, kBk);
+  gemm_serial<T>(false, false, nq, nk, D, alpha, A, D, Bt, ldt, T(0), C, kBk);
+}
+
+// Whether any block of Tq queries has 4 rows or more, so that gemm_abt needs B transposed.
+inline bool needs_transpose(std::size_t Tq) { return std::min(kBq, Tq) >= 4; }
 
 // The block of scores for query rows q0..q0+nq and keys k0..k0+nk of head (b, h):
 // S = scale * Q K^T + bias, -inf where not allowed. S has row stride kBk; Q and K point at the
-// block's first row.
+// block's first row, Kt at the block's first column of the head's K^T (row stride ldt).
 template <class T>
-void score_block(T* S, const T* Q, const T* K, const AttentionMasks<T>& m, T scale, std::size_t b,
-                 std::size_t h, std::size_t q0, std::size_t nq, std::size_t k0, std::size_t nk,
-                 std::size_t D, T* scratch) {
-  gemm_abt(S, Q, K, nq, nk, D, scale, scratch);
+void score_block(T* S, const T* Q, const T* K, const T* Kt, std::size_t ldt, const AttentionMasks<T>& m,
+                 T scale, std::size_t b, std::size_t h, std::size_t q0, std::size_t nq, std::size_t k0,
+                 std::size_t nk, std::size_t D) {
+  gemm_abt(S, Q, K, Kt, ldt, nq, nk, D, scale);
   if (!m.allowed && !m.bias && !m.causal) return;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  if (!m.allowed && !m.bias) {  // causal only: each row's keys after i + offset, one run
+    for (std::size_t r = 0; r < nq; ++r) {
+      const std::size_t last = q0 + r + m.causal_offset;  // the last key row q0 + r may see
+      const std::size_t from = last < k0 ? 0 : std::min(nk, last - k0 + 1);
+      std::fill(S + r * kBk + from, S + r * kBk + nk, kNegInf);
+    }
+    return;
+  }
   const Strides4& as = m.allowed_strides;
   const Strides4& bs = m.bias_strides;
   for (std::size_t r = 0; r < nq; ++r) {
@@ -94,13 +111,21 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   // Threads only for enough work (decoding one token of a small model is not: waking threads
   // would cost more than the whole call).
   const bool parallel = B * H * n_qblocks > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
+  const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
+  // K^T of every head (B, H, D, Tk), shared by the tasks of its query blocks.
+  const bool transpose = needs_transpose(Tq);
+  const PooledBuffer<T> kt_buf(transpose ? B * H * D * Tk : 0);
 #pragma omp parallel if (parallel)
   {
-    PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq), scratch_buf(D * kBk);  // per thread
+    PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq);  // per thread
     T* S = S_buf.data();
-    T* scratch = scratch_buf.data();
     T* m = m_buf.data();
     T* l = l_buf.data();
+    if (transpose) {
+#pragma omp for schedule(static)
+      for (long bh = 0; bh < long(B * H); ++bh)
+        transpose_rows(kt_buf.data() + std::size_t(bh) * D * Tk, Tk, k + std::size_t(bh) * cap * D, Tk, D);
+    }
 #pragma omp for collapse(3) schedule(dynamic)
     for (long b = 0; b < long(B); ++b)
       for (long h = 0; h < long(H); ++h)
@@ -108,8 +133,8 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
           const std::size_t bh = std::size_t(b) * H + std::size_t(h);
           const std::size_t q0 = std::size_t(qb) * kBq, nq = std::min(kBq, Tq - q0);
           const T* Q = q + (bh * Tq + q0) * D;
-          const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
           const T* K = k + bh * cap * D;
+          const T* Kt = transpose ? kt_buf.data() + bh * D * Tk : nullptr;
           const T* V = v + bh * cap * Dv;
           T* O = out + (bh * Tq + q0) * Dv;
           T* L = lse + bh * Tq + q0;
@@ -120,7 +145,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
-            score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D, scratch);
+            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) {
               T* s = S + r * kBk;
               const T m_new = std::max(m[r], row_max(s, nk));
@@ -160,7 +185,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
                 std::fill(W + r * Tk + k0, W + r * Tk + k0 + nk, T(0));
               continue;
             }
-            score_block(S, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D, scratch);
+            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) {
               T* w = W + r * Tk + k0;
               row_exp_shift(w, S + r * kBk, nk, L[r]);
@@ -194,8 +219,11 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 #pragma omp parallel if (parallel)
   {
     PooledBuffer<T> P_buf(kBq * kBk), G_buf(kBq * kBk), delta_buf(kBq);  // per thread
-    PooledBuffer<T> scratch_buf(std::max(D, Dv) * kBk);
-    T* scratch = scratch_buf.data();
+    // The head's K^T and V^T (D x Tk, Dv x Tk), transposed once per task (see gemm_abt).
+    const bool transpose = needs_transpose(Tq);
+    PooledBuffer<T> kt_buf(transpose ? D * Tk : 0), vt_buf(transpose && need_ds ? Dv * Tk : 0);
+    T* Kt = transpose ? kt_buf.data() : nullptr;
+    T* Vt = transpose && need_ds ? vt_buf.data() : nullptr;
     T* P = P_buf.data();  // P, then dS
     T* G = G_buf.data();  // Pd, then dPd
     T* delta = delta_buf.data();
@@ -211,6 +239,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
         if (dQ) std::fill(dQ, dQ + Tq * D, T(0));
         if (dK) std::fill(dK, dK + Tk * D, T(0));
         if (dV) std::fill(dV, dV + Tk * Dv, T(0));
+        if (Kt) transpose_rows(Kt, Tk, K, Tk, D);
+        if (Vt) transpose_rows(Vt, Tk, V, Tk, Dv);
 
         for (std::size_t qb = 0; qb < n_qblocks; ++qb) {
           const std::size_t q0 = qb * kBq, nq = std::min(kBq, Tq - q0);
@@ -227,7 +257,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
-            score_block(P, Q, K + k0 * D, masks, scale, b, h, q0, nq, k0, nk, D, scratch);
+            score_block(P, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) row_exp_shift(P + r * kBk, P + r * kBk, nk, L[r]);
             if (dV) {
               const T* Pd = P;
@@ -240,7 +270,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
                              Dv);
             }
             if (!need_ds) continue;
-            gemm_abt(G, dO, V + k0 * Dv, nq, nk, Dv, T(1), scratch);
+            gemm_abt(G, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, Tk, nq, nk, Dv, T(1));
             for (std::size_t r = 0; r < nq; ++r) {
               T* p = P + r * kBk;
               T* g = G + r * kBk;

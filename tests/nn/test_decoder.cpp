@@ -99,7 +99,8 @@ TEST_CASE("DecoderModel: decoding with the KV cache gives the logits of the whol
     const std::size_t T = 140;  // more than two 64-key blocks of the fused kernel
     const IndexArray ids = random_ids(2, T, 13, 7);
     const Array<double> full = m.forward(ids).value();
-    // A prompt of 70 in one go, then one token at a time.
+    // A prompt of 70 in one go, 40 more in one go (queries after cached keys: a causal offset of
+    // 70 and keys past the first block), then one token at a time.
     auto cache = m.make_cache();
     auto cols = [&](std::size_t lo, std::size_t hi) {
       IndexArray p = IndexArray::from_shape({2, hi - lo});
@@ -112,7 +113,11 @@ TEST_CASE("DecoderModel: decoding with the KV cache gives the logits of the whol
     for (std::size_t b = 0; b < 2; ++b)
       for (std::size_t t = 0; t < 70; ++t)
         for (std::size_t v = 0; v < 13; ++v) worst = std::max(worst, std::fabs(first(b, t, v) - full(b, t, v)));
-    for (std::size_t t = 70; t < T; ++t) {
+    const Array<double> chunk = m.forward(cols(70, 110), cache).value();
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t t = 70; t < 110; ++t)
+        for (std::size_t v = 0; v < 13; ++v) worst = std::max(worst, std::fabs(chunk(b, t - 70, v) - full(b, t, v)));
+    for (std::size_t t = 110; t < T; ++t) {
       const Array<double> step = m.forward(cols(t, t + 1), cache).value();
       for (std::size_t b = 0; b < 2; ++b)
         for (std::size_t v = 0; v < 13; ++v) worst = std::max(worst, std::fabs(step(b, 0, v) - full(b, t, v)));

@@ -155,6 +155,13 @@ std::vector<Case> block_cases() {
   Case c = sized(2, 2, 70, 150, 8, 5);
   c.name = "blocks";
   cs.push_back(c);
+  c.name = "blocks, causal";
+  c.causal = true;
+  cs.push_back(c);
+  c.name = "blocks, causal, Tq > Tk";
+  c.Tq = 150, c.Tk = 70;
+  cs.push_back(c);
+  c.Tq = 70, c.Tk = 150;
   c.name = "blocks, causal, masks";
   c.causal = c.bool_mask = c.float_mask = true;
   cs.push_back(c);
