@@ -22,6 +22,10 @@
 #include "qkv/tensor/random.hpp"
 #include "qkv/tensor/tensor.hpp"
 
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 on xsimd's AVX-512 intrinsics
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <xsimd/xsimd.hpp>
+
 namespace {
 
 using namespace qkv;
@@ -95,6 +99,25 @@ void gemm_square(benchmark::State& state) {
   rate(state, 2.0 * double(n) * n * n, "GFLOP");
 }
 BENCHMARK(gemm_square)->Arg(512)->Arg(1024)->Arg(2048)->UseRealTime();
+
+// The core's single-precision FMA throughput: 12 independent chains of fused multiply-adds on
+// the widest xsimd batch the build targets, no memory traffic. No GEMM on this CPU (at this ISA)
+// can run faster; gemm_square / fma_peak is the fraction of it OpenBLAS reaches.
+void fma_peak(benchmark::State& state) {
+  using Batch = xsimd::batch<float>;
+  constexpr int kChains = 12, kRepeats = 1000;
+  Batch acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = Batch(1.0f + 1e-3f * float(i));
+  const Batch a(0.9999999f), b(1e-7f);
+  for (auto _ : state) {
+    for (int r = 0; r < kRepeats; ++r)
+      for (int i = 0; i < kChains; ++i) acc[i] = xsimd::fma(acc[i], a, b);
+    for (int i = 0; i < kChains; ++i) benchmark::DoNotOptimize(acc[i]);
+  }
+  rate(state, 2.0 * double(Batch::size) * kChains * kRepeats, "GFLOP");
+  state.SetLabel(std::to_string(Batch::size) + " floats per FMA (" + xsimd::default_arch::name() + ")");
+}
+BENCHMARK(fma_peak)->UseRealTime();
 
 // Softmax over rows of length n (attention-score rows of the composite path), forward + backward.
 void softmax(benchmark::State& state) {

@@ -289,6 +289,18 @@ def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
+def flops_per_token(m, tk, vocab):
+    """Multiply-adds x 2 of one training token, 3 x the forward pass (as bench_train counts): per
+    layer the q, k, v, output projections (4 C^2) and the feed-forward (2 C d_ff), the scores and
+    the weighted sum over all T keys (2 T C), then the head (C V). None when the heads' width is
+    not C (model.head_dim or value_dim set), which this count does not cover."""
+    C, H, L, T = m["d_model"], m["heads"], m["layers"], tk["length"]
+    if m.get("head_dim", 0) not in (0, C // H) or m.get("value_dim", 0) not in (0, C // H):
+        return None
+    F = 0 if m.get("attn_only") else m["d_ff"]
+    return 3.0 * (L * (2.0 * (4 * C * C + 2 * C * F) + 4.0 * T * C) + 2.0 * C * vocab)
+
+
 def median(xs):
     return statistics.median(xs) if xs else math.nan
 
@@ -312,7 +324,9 @@ def cmd_speed(a):
                 q = rows[-1]["tokens_per_s"]
                 t = run_worker("speed", n, "--run", run, "--steps", N)
                 info[n] = t["info"]
-                q_params = sum(x.size for x in qkv_torch.read_checkpoint(os.path.join(run, "last.h5")).tensors.values())
+                q_tensors = qkv_torch.read_checkpoint(os.path.join(run, "last.h5")).tensors
+                q_params = sum(x.size for x in q_tensors.values())
+                q_vocab = q_tensors["tok_emb.weight"].shape[0]
                 if q_params != t["params"]:
                     sys.exit(f"bench_lm speed: the twin has {t['params']} parameters, qkv's model {q_params}")
                 results[n]["qkv"].append(q)
@@ -334,6 +348,12 @@ def cmd_speed(a):
         table.append({"threads": n, "qkv_tokens_per_s": median(q), "torch_tokens_per_s": median(t), "ratio": ratio,
                       "qkv_rounds": q, "torch_rounds": t})
         print(f"| {n} | {median(q):.0f} | {median(t):.0f} | {ratio:.2f} |")
+    flops = flops_per_token(m, tk, q_vocab)
+    if flops:
+        print(f"model FLOPs per token (3 x forward, attention over all T keys, as bench_train counts): "
+              f"{flops / 1e6:.2f} M; GFLOP/s at the medians: "
+              + ", ".join(f"{n} thread(s) qkv {median(results[n]['qkv']) * flops / 1e9:.1f}, "
+                          f"twin {median(results[n]['torch']) * flops / 1e9:.1f}" for n in threads))
     if len(threads) > 1:
         for fw in ("qkv", "torch"):
             print(f"{fw}: {threads[-1]} threads / {threads[0]} = "
