@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "qkv/tensor/names.hpp"
+#include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/parallel.hpp"
 
 namespace {
@@ -209,6 +210,10 @@ int main(int argc, char** argv) {
   info->callback([&] { status = qkv::app::info(); });
 
   if (bad_command(app, argc, argv)) return 2;
+  if (const std::string e = qkv::kernels::blas_environment_error(); !e.empty()) {
+    std::fprintf(stderr, "qkv: %s\n", e.c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

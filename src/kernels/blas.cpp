@@ -1,8 +1,10 @@
 #include "qkv/kernels/blas.hpp"
 
 #include <dlfcn.h>
+#include <strings.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
@@ -34,30 +36,130 @@ struct Blas {
   std::string coretype_source;
 };
 
-// The OpenBLAS core type whose kernels fit this CPU, from its features (not its model number,
-// which is what OpenBLAS 0.3.21 looks up and fails on for newer CPUs).
-const char* coretype_for_this_cpu() {
+// OpenBLAS's x86-64 core types (0.3.21, DYNAMIC_ARCH) by the instruction set their kernels need:
+// level 3 AVX-512, 2 AVX2 + FMA, 1 older (SSE3, AVX, FMA4). qkv picks the best level this CPU
+// runs, from its features rather than its model number, which is what OpenBLAS 0.3.21 looks up
+// and fails on for newer CPUs (it runs SSE3 or AVX2 kernels on AVX-512 ones).
+struct CoreType {
+  const char* name;
+  int level;
+  bool (*runs_here)();
+};
+
 #if defined(__x86_64__)
+bool has_avx512() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512cd"))
-    return "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-#endif
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512cd");
+}
+bool has_avx512_bf16() { return has_avx512() && __builtin_cpu_supports("avx512bf16"); }
+bool has_avx2() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+bool has_avx() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx");
+}
+bool has_fma4() { return has_avx() && __builtin_cpu_supports("fma4"); }
+bool always() { return true; }
+
+constexpr CoreType kCoreTypes[] = {
+    {"SkylakeX", 3, has_avx512},      {"Cooperlake", 3, has_avx512_bf16}, {"Haswell", 2, has_avx2},
+    {"Zen", 2, has_avx2},             {"Excavator", 2, has_avx2},
+    {"Sandybridge", 1, has_avx},      {"Bulldozer", 1, has_fma4},         {"Piledriver", 1, has_fma4},
+    {"Steamroller", 1, has_fma4},     {"Prescott", 1, always},            {"Core2", 1, always},
+    {"Penryn", 1, always},            {"Dunnington", 1, always},          {"Nehalem", 1, always},
+    {"Atom", 1, always},              {"Opteron", 1, always},             {"Opteron_SSE3", 1, always},
+    {"Barcelona", 1, always},         {"Nano", 1, always},                {"Katmai", 1, always},
+    {"Coppermine", 1, always},        {"Northwood", 1, always},           {"Banias", 1, always},
+    {"Athlon", 1, always},
+};
+
+const CoreType* find_core_type(const std::string& name) {
+  for (const CoreType& c : kCoreTypes)
+    if (strcasecmp(c.name, name.c_str()) == 0) return &c;
   return nullptr;
+}
+
+// The best core type this CPU runs: SkylakeX with AVX-512 (f, bw, vl, dq, cd), Haswell with AVX2
+// and FMA, else none (OpenBLAS's own detection is right for older CPUs).
+const CoreType* best_core_type() {
+  if (has_avx512()) return find_core_type("SkylakeX");
+  if (has_avx2()) return find_core_type("Haswell");
+  return nullptr;
+}
+
+std::string core_type_names() {
+  std::string s;
+  for (const CoreType& c : kCoreTypes) s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+#endif
+
+// What is wrong with QKV_BLAS_CORETYPE=forced here ("" if nothing).
+std::string forced_core_type_error(const char* forced) {
+#if defined(__x86_64__)
+  const CoreType* c = find_core_type(forced);
+  if (!c)
+    return std::string("QKV_BLAS_CORETYPE=") + forced + ": not an OpenBLAS x86-64 core type; expected one of " +
+           core_type_names();
+  if (!c->runs_here()) {
+    const CoreType* best = best_core_type();
+    return std::string("QKV_BLAS_CORETYPE=") + forced + ": this CPU lacks the instructions " + c->name +
+           "'s kernels use; unset it to let qkv choose (" + (best ? best->name : "OpenBLAS's detection") + " here)";
+  }
+#else
+  (void)forced;
+#endif
+  return "";
+}
+
+// Puts OPENBLAS_CORETYPE in the environment before OpenBLAS loads and says where it came from.
+// QKV_BLAS_CORETYPE, if set and valid, is used as it is. Otherwise qkv's choice from the CPU
+// features wins over an OPENBLAS_CORETYPE inherited from the environment, unless that one is of
+// the same level: a machine may export a core type that halves the GEMM rate (Haswell on an
+// AVX-512 CPU) or cannot run at all (SkylakeX on an AVX2 one).
+std::string choose_core_type() {
+  const char* forced = std::getenv("QKV_BLAS_CORETYPE");
+  const char* inherited = std::getenv("OPENBLAS_CORETYPE");
+  const std::string env = inherited && *inherited ? inherited : "";
+  std::string note;  // a QKV_BLAS_CORETYPE that could not be used
+  if (forced && *forced) {
+    note = forced_core_type_error(forced);
+    if (note.empty()) {
+      setenv("OPENBLAS_CORETYPE", forced, 1);
+      return std::string("QKV_BLAS_CORETYPE=") + forced + " from the environment";
+    }
+    std::fprintf(stderr, "qkv: %s; not used\n", note.c_str());
+    note = "; " + note + ", not used";
+  }
+#if defined(__x86_64__)
+  const CoreType* best = best_core_type();
+  if (!best) return (env.empty() ? "detected by OpenBLAS" : "OPENBLAS_CORETYPE=" + env + " from the environment") + note;
+  if (!env.empty()) {
+    const CoreType* c = find_core_type(env);
+    if (c && c->level == best->level && c->runs_here())
+      return "OPENBLAS_CORETYPE=" + env + " from the environment (the level of " + best->name +
+             ", qkv's choice from the CPU features)" + note;
+    setenv("OPENBLAS_CORETYPE", best->name, 1);
+    const char* why = !c ? "not a core type OpenBLAS knows"
+                      : c->runs_here() ? "slower kernels than this CPU runs"
+                                       : "kernels this CPU cannot run";
+    return "chosen by qkv from the CPU features; OPENBLAS_CORETYPE=" + env + " in the environment not used (" +
+           why + "; QKV_BLAS_CORETYPE forces a core type)" + note;
+  }
+  setenv("OPENBLAS_CORETYPE", best->name, 1);
+  return "chosen by qkv from the CPU features" + note;
+#else
+  return (env.empty() ? "detected by OpenBLAS" : "OPENBLAS_CORETYPE=" + env + " from the environment") + note;
+#endif
 }
 
 Blas load() {
   Blas b;
-  if (const char* user = std::getenv("OPENBLAS_CORETYPE")) {
-    b.coretype_source = std::string("OPENBLAS_CORETYPE=") + user + " from the environment";
-  } else if (const char* core = coretype_for_this_cpu()) {
-    setenv("OPENBLAS_CORETYPE", core, 0);
-    b.coretype_source = std::string("chosen by qkv from the CPU features");
-  } else {
-    b.coretype_source = "detected by OpenBLAS";
-  }
+  b.coretype_source = choose_core_type();
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
 
   void* handle = nullptr;
@@ -224,6 +326,11 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   }
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < count; ++i) run(i);
+}
+
+std::string blas_environment_error() {
+  const char* forced = std::getenv("QKV_BLAS_CORETYPE");
+  return forced && *forced ? forced_core_type_error(forced) : "";
 }
 
 std::string blas_info() {

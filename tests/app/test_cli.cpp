@@ -20,6 +20,21 @@ const char* kTiny =
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
+// The CPU's feature flags, read from /proc/cpuinfo (not from the code under test).
+std::string cpu_flags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) return line + " ";
+  return "";
+}
+bool has_flag(const std::string& flags, const std::string& f) { return flags.find(" " + f + " ") != std::string::npos; }
+
+// The kernel `qkv info` reports ("kernel NAME [").
+std::string info_kernel(const std::string& out) {
+  const auto at = out.find(", kernel ");
+  return at == std::string::npos ? "" : out.substr(at + 9, out.find(" [", at) - at - 9);
+}
+
 }  // namespace
 
 TEST_CASE("cli: every command has --help") {
@@ -27,6 +42,39 @@ TEST_CASE("cli: every command has --help") {
     std::string out;
     CHECK_MESSAGE(test::run_command(qkv_cmd(std::string(cmd) + " --help"), &out) == 0, cmd);
     CHECK(out.find("Usage") != std::string::npos);
+  }
+}
+
+TEST_CASE("cli: the BLAS core type comes from the CPU features, not from an inherited slower one") {
+  const std::string flags = cpu_flags();
+  const bool avx512 = has_flag(flags, "avx512f") && has_flag(flags, "avx512bw") && has_flag(flags, "avx512vl") &&
+                      has_flag(flags, "avx512dq") && has_flag(flags, "avx512cd");
+  const bool avx2 = has_flag(flags, "avx2") && has_flag(flags, "fma");
+  std::string out;
+  // An inherited OPENBLAS_CORETYPE of older kernels is replaced where the CPU runs better ones.
+  REQUIRE(test::run_command("env -u QKV_BLAS_CORETYPE OPENBLAS_CORETYPE=Prescott " + qkv_cmd("info"), &out) == 0);
+  if (avx512 || avx2) {
+    CHECK(info_kernel(out) == (avx512 ? "SkylakeX" : "Haswell"));
+    CHECK(out.find("OPENBLAS_CORETYPE=Prescott in the environment not used (slower kernels") != std::string::npos);
+  } else {
+    CHECK(info_kernel(out) == "Prescott");
+  }
+  // One of the same level is kept.
+  if (avx2 && !avx512) {
+    REQUIRE(test::run_command("env -u QKV_BLAS_CORETYPE OPENBLAS_CORETYPE=Zen " + qkv_cmd("info"), &out) == 0);
+    CHECK(info_kernel(out) == "Zen");
+  }
+  // QKV_BLAS_CORETYPE forces one, whatever OPENBLAS_CORETYPE says.
+  REQUIRE(test::run_command("OPENBLAS_CORETYPE=Haswell QKV_BLAS_CORETYPE=Prescott " + qkv_cmd("info"), &out) == 0);
+  CHECK(info_kernel(out) == "Prescott");
+  CHECK(out.find("QKV_BLAS_CORETYPE=Prescott from the environment") != std::string::npos);
+  // A name OpenBLAS does not know, or kernels this CPU cannot run: status 2, naming the variable.
+  CHECK(test::run_command("QKV_BLAS_CORETYPE=Skylake-X " + qkv_cmd("info"), &out) == 2);
+  CHECK(out.find("QKV_BLAS_CORETYPE=Skylake-X: not an OpenBLAS x86-64 core type; expected one of SkylakeX") !=
+        std::string::npos);
+  if (!avx512) {
+    CHECK(test::run_command("QKV_BLAS_CORETYPE=SkylakeX " + qkv_cmd("info"), &out) == 2);
+    CHECK(out.find("this CPU lacks the instructions SkylakeX's kernels use") != std::string::npos);
   }
 }
 

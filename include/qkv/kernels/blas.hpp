@@ -2,10 +2,17 @@
 /// @file
 /// GEMM through OpenBLAS, loaded at first use.
 ///
-/// qkv opens OpenBLAS with dlopen after putting two settings in the environment (unless the user
-/// set them): OPENBLAS_CORETYPE chosen from the CPU's features (Debian's OpenBLAS 0.3.21 does not
-/// recognise recent AVX-512 Xeons and would run generic kernels 3-5x slower), and
-/// OPENBLAS_NUM_THREADS=1 (qkv threads GEMMs itself with OpenMP; see parallel.hpp).
+/// qkv opens OpenBLAS with dlopen after putting two settings in the environment:
+///  - OPENBLAS_CORETYPE, the core type whose kernels fit this CPU, chosen from its features:
+///    SkylakeX with AVX-512 (f, bw, vl, dq, cd), Haswell with AVX2 + FMA, else OpenBLAS's own
+///    detection. Debian's OpenBLAS 0.3.21 goes by the CPU's model number and runs SSE3 or AVX2
+///    kernels on recent AVX-512 CPUs, 2-5x slower. An OPENBLAS_CORETYPE inherited from the
+///    environment is kept only if it is of the same level (Cooperlake on an AVX-512 CPU, Zen on an
+///    AVX2 one); one that is slower (Haswell on AVX-512), unknown or not runnable here is replaced,
+///    and blas_info() says so. QKV_BLAS_CORETYPE=NAME forces a core type; one this CPU cannot run
+///    or OpenBLAS does not know is reported (blas_environment_error(), and once on stderr) and
+///    not used.
+///  - OPENBLAS_NUM_THREADS=1 unless set (qkv threads GEMMs itself with OpenMP; see parallel.hpp).
 
 #include <cstddef>
 #include <string>
@@ -34,7 +41,13 @@ void gemm_serial(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::
                  const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
                  std::size_t ldc);
 
-/// Which BLAS runs: library, kernel (core type) and how the core type was chosen.
+/// Which BLAS runs: library, kernel (core type) and how the core type was chosen (loads OpenBLAS
+/// if no GEMM has yet).
 std::string blas_info();
+
+/// What is wrong with QKV_BLAS_CORETYPE: "" if it is unset or names a core type this CPU runs,
+/// else a message naming the variable, the value and what was expected. The qkv command refuses
+/// to start (status 2) with it.
+std::string blas_environment_error();
 
 }  // namespace qkv::kernels
