@@ -25,10 +25,13 @@ and even draws qkv's training windows (example k of stream hash64(seed, 0)), so 
 batches in the same order; the validation windows are those `qkv eval` scores (checked).
 
 Each twin runs in a child process whose environment is set before torch loads: OMP_NUM_THREADS and
-OPENBLAS_NUM_THREADS = n, OMP_WAIT_POLICY=passive (as qkv), and OPENBLAS_CORETYPE chosen from the
-CPU's features (SkylakeX with avx512f/bw/vl, else Haswell with avx2 and fma, else unset; an
-OPENBLAS_CORETYPE already in the environment wins). Output names the CPU, its ISA, qkv's BLAS kernel
-(`qkv info`) and what torch reports (parallel_info, the OpenBLAS core it runs).
+OPENBLAS_NUM_THREADS = n, OMP_WAIT_POLICY=passive (as qkv). The twin and every qkv process get the
+same OPENBLAS_CORETYPE, chosen as qkv chooses its own (scripts/machine.py blas_coretype: from the
+CPU's features, SkylakeX with AVX-512, else Haswell with AVX2 and FMA; QKV_BLAS_CORETYPE forces one),
+and the same glibc malloc settings (--malloc reuse, the default: freed memory is reused, not
+returned to the kernel; machine.MALLOC_TUNABLES says why). Output names the CPU, its ISA, qkv's
+BLAS kernel (`qkv info`), what torch reports (parallel_info, the OpenBLAS core it runs), the malloc
+setting and the cost of a page fault.
 """
 import argparse
 import csv
@@ -48,23 +51,26 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
-from machine import cpu_info, isa, openblas_coretype  # noqa: E402  (the CPU and its OpenBLAS kernel)
+from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info, isa,  # noqa: E402
+                     page_fault_us)
+
+CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
+MALLOC = "reuse"  # --malloc
+
+
+def qkv_env():
+    return comparison_env(CORE, MALLOC)
 
 
 # ---- the machine ----
 
 def twin_env(threads):
     """The environment of a twin process (set before torch, and so OpenBLAS, loads)."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-               OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
-    core = os.environ.get("OPENBLAS_CORETYPE") or openblas_coretype(cpu_info()[1])
-    if core:
-        env["OPENBLAS_CORETYPE"] = core
-    return env
+    return comparison_env(CORE, MALLOC, threads=threads)
 
 
 def qkv_blas(qkv):
-    r = subprocess.run([qkv, "info"], capture_output=True, text=True)
+    r = subprocess.run([qkv, "info"], capture_output=True, text=True, env=qkv_env())
     m = re.search(r"^BLAS: (.*)$", r.stdout, re.M)
     return m.group(1) if m else f"(qkv info said: {r.stdout.strip() or r.stderr.strip()})"
 
@@ -86,7 +92,10 @@ def torch_blas():
 
 def print_machine(qkv, twin_info, threads):
     name, flags = cpu_info()
-    print(f"CPU: {name} ({isa(flags)}), {os.cpu_count()} cores")
+    print(f"CPU: {name} ({isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: {CORE or 'unset'} "
+          f"({CORE_SOURCE})")
+    print(f"malloc: {MALLOC}" + (f" (GLIBC_TUNABLES={MALLOC_TUNABLES})" if MALLOC == "reuse" else "")
+          + f"; a page fault costs {page_fault_us():.1f} us here")
     print(f"qkv BLAS: {qkv_blas(qkv)}")
     print(f"PyTorch {twin_info['torch']}: OPENBLAS_CORETYPE={twin_info['OPENBLAS_CORETYPE']}, OpenBLAS "
           f"{twin_info['openblas']}, MKL {'yes' if twin_info['mkl'] else 'no'}, BLAS_INFO {','.join(twin_info['blas_info'])}")
@@ -272,7 +281,7 @@ def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
     metrics = os.path.join(out, "metrics.csv")
     if os.path.exists(metrics):
         os.remove(metrics)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qkv_env())
     if seconds is not None:
         started = None
         while p.poll() is None:
@@ -480,7 +489,7 @@ def cmd_curve(a):
 def qkv_generate(qkv, ckpt, prompt, tokens, threads, cache):
     cmd = [qkv, "generate", ckpt, "--ids", "--prompt", " ".join(map(str, prompt)), "--temperature", "0",
            "--max-tokens", str(tokens), "--threads", str(threads)] + ([] if cache else ["--no-cache"])
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=qkv_env())
     m = re.search(r"([0-9.]+) tokens/s", r.stderr)
     if r.returncode != 0 or not m:
         sys.exit(f"bench_lm: {' '.join(cmd[:3])} ... failed (exit {r.returncode}):\n{r.stderr}")
@@ -697,7 +706,12 @@ def main(argv=None):
                            help="a config override for both (qkv train --set)")
         if p.get_default("run") in (cmd_speed, cmd_generate):
             p.add_argument("--json", help="also write the measurements here")
+        if p.get_default("run") in (cmd_speed, cmd_curve, cmd_generate):
+            p.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
+                           help="glibc malloc of every process: reuse freed memory (default) or glibc's defaults")
     a = ap.parse_args(argv)
+    global MALLOC
+    MALLOC = getattr(a, "malloc", MALLOC)
     r = a.run(a)
     return r if isinstance(r, int) else 0
 

@@ -2,12 +2,13 @@
 """Train the same encoder model in qkv and in PyTorch, one after the other, and compare tokens/s.
 
     /usr/bin/python3 scripts/bench_vs_torch.py [--bench build/bench/bench_train] \
-        [--workloads small,medium,long] [--threads 1,2] [--runs 5] [--steps 20] [--warmup 5] [--json out.json]
+        [--workloads small,medium,long] [--threads 1,2] [--runs 5] [--steps 20] [--warmup 5] \
+        [--malloc reuse|default] [--json out.json]
 
 For every workload and thread count it runs `runs` rounds; a round is one qkv process then one
 PyTorch process (interleaved, so that load from other jobs on the machine hits both alike). Each
 process does `warmup` untimed steps then `steps` timed steps and reports tokens/s and its peak RSS
-(ru_maxrss). The table shows medians over the rounds and the median of the per-round ratios.
+(ru_maxrss). The table shows medians over the rounds, the median of the per-round ratios and their range.
 
 The model (qkv's nn::EncoderModel, mirrored here): token embedding N(0, 1) not scaled, plus
 sinusoidal positions, dropout; pre-LN encoder layers (torch.nn.TransformerEncoderLayer with
@@ -18,10 +19,15 @@ the q/k/v projections Xavier-uniform on its own (C, C) block, zero attention bia
 clip_grad_norm_(1.0), AdamW(lr 1e-3, weight decay 0.01), zero_grad.
 
 PyTorch runs with its best settings here: torch.set_num_threads(n), OMP_WAIT_POLICY=passive (what
-qkv does by default; see kernels/parallel.hpp), OPENBLAS_NUM_THREADS=n and
-OPENBLAS_CORETYPE chosen from the CPU's features as qkv chooses its own (scripts/machine.py:
-SkylakeX with AVX-512, Haswell with AVX2 + FMA) for the OpenBLAS it calls (Debian's torch uses the
-system libblas); a value already in the environment wins. The table's header names the CPU.
+qkv does by default; see kernels/parallel.hpp), OPENBLAS_NUM_THREADS=n, OPENBLAS_CORETYPE chosen as
+qkv chooses its own (scripts/machine.py blas_coretype: QKV_BLAS_CORETYPE if set, else from the CPU
+features, SkylakeX with AVX-512, Haswell with AVX2 + FMA, an inherited OPENBLAS_CORETYPE kept only if
+of the same level) for the OpenBLAS it calls (Debian's torch uses the system libblas), and, with
+--malloc reuse (the default), glibc malloc set to keep and reuse freed memory (machine.MALLOC_TUNABLES:
+PyTorch allocates every activation with malloc, and where page faults are slow, 14 us each on the
+2026-12-04 machine, returning memory to the kernel costs it 1.4-6x). Both processes get the same
+environment. The table's header names the CPU, its ISA, both processes' OpenBLAS kernels, the malloc
+setting and the measured cost of a page fault.
 """
 import argparse
 import json
@@ -116,7 +122,14 @@ def torch_worker(args):
         step()
     secs = time.perf_counter() - t0
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print(json.dumps({"framework": "torch", "workload": args.workload, "threads": args.threads,
+    try:  # the OpenBLAS torch calls through libblas.so.3, and the kernel it runs
+        import ctypes
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        blas = f"OpenBLAS, kernel {lib.openblas_get_corename().decode()}"
+    except (OSError, AttributeError):
+        blas = "not OpenBLAS"
+    print(json.dumps({"framework": "torch", "blas": blas, "workload": args.workload, "threads": args.threads,
                       "steps": args.steps, "warmup": args.warmup,
                       "tokens_per_s": args.steps * B * T / secs, "step_ms": 1e3 * secs / args.steps,
                       "max_rss_mib": rss, "baseline_rss_mib": baseline_rss, "final_loss": loss_value[0],
@@ -135,7 +148,9 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--steps", type=int, default=0, help="timed steps per process (0: per-workload default)")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
+                    help="glibc malloc of both processes: reuse freed memory (default) or glibc's defaults")
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default="", help="also write every measurement here")
@@ -150,17 +165,15 @@ def main():
         return torch_worker(args)
 
     cpu, flags = machine.cpu_info()
-    core = os.environ.get("OPENBLAS_CORETYPE") or machine.openblas_coretype(flags)
+    core, core_source = machine.blas_coretype(flags)
+    fault_us = machine.page_fault_us()
     default_steps = {"small": 40, "medium": 8, "long": 8}
     rows, records = [], []
     for wl in args.workloads.split(","):
         for n in [int(x) for x in args.threads.split(",")]:
             steps = args.steps or default_steps[wl]
-            q_env = dict(os.environ)
-            t_env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n),
-                         OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "passive"))
-            if core:
-                t_env["OPENBLAS_CORETYPE"] = core
+            q_env = machine.comparison_env(core, args.malloc)
+            t_env = machine.comparison_env(core, args.malloc, threads=n)
             common = ["--workload", wl, "--steps", str(steps), "--warmup", str(args.warmup),
                       "--dropout", str(args.dropout), "--seed", str(args.seed)]
             q_runs, t_runs = [], []
@@ -176,9 +189,10 @@ def main():
             records += q_runs + t_runs
             med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else math.nan
             ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(q_runs, t_runs)]
+            lo_hi = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else ""
             row = {"workload": wl, "threads": n, "qkv_tokens_per_s": med(q_runs, "tokens_per_s"),
                    "torch_tokens_per_s": med(t_runs, "tokens_per_s"),
-                   "ratio": statistics.median(ratios) if ratios else math.nan,
+                   "ratio": statistics.median(ratios) if ratios else math.nan, "ratio_range": lo_hi,
                    "qkv_rss_mib": med(q_runs, "max_rss_mib"), "torch_rss_mib": med(t_runs, "max_rss_mib"),
                    "torch_baseline_rss_mib": med(t_runs, "baseline_rss_mib"),
                    "qkv_pool_peak_mib": med(q_runs, "pool_peak_mib"),
@@ -190,13 +204,19 @@ def main():
                   f"{row['torch_rss_mib']:.0f} MiB (after import {row['torch_baseline_rss_mib']:.0f})",
                   file=sys.stderr, flush=True)
 
-    print(f"CPU: {cpu} ({machine.isa(flags)}); PyTorch's OpenBLAS core type: {core or 'OpenBLAS chooses'}\n")
-    print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | qkv peak RSS MiB | "
+    kernel = lambda fw: next((r["blas"] for r in records if r["framework"] == fw and "blas" in r), "not run")
+    print(f"CPU: {cpu} ({machine.isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: "
+          f"{core or 'unset'} ({core_source})")
+    print(f"qkv BLAS: {kernel('qkv')}")
+    print(f"PyTorch BLAS: {kernel('torch')}")
+    print(f"malloc: {args.malloc}" + (f" (GLIBC_TUNABLES={machine.MALLOC_TUNABLES})" if args.malloc == "reuse" else "")
+          + f"; a page fault costs {fault_us:.1f} us here\n")
+    print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | per-round range | qkv peak RSS MiB | "
           "PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['workload']} | {r['threads']} | {r['qkv_tokens_per_s']:.0f} | {r['torch_tokens_per_s']:.0f} | "
-              f"{r['ratio']:.2f} | {r['qkv_rss_mib']:.0f} | {r['torch_rss_mib']:.0f} "
+              f"{r['ratio']:.2f} | {r['ratio_range']} | {r['qkv_rss_mib']:.0f} | {r['torch_rss_mib']:.0f} "
               f"({r['torch_baseline_rss_mib']:.0f}) | {r['qkv_new_per_step']:.0f} | {r['qkv_pool_sys_per_step']:.1f} |")
     by = {(r["workload"], r["threads"]): r for r in rows}
     for wl in args.workloads.split(","):
@@ -206,7 +226,8 @@ def main():
                 print(f"thread scaling {wl} {fw}: 2 threads / 1 thread = {b / a:.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rows": rows, "records": records}, f, indent=1)
+            json.dump({"cpu": cpu, "isa": machine.isa(flags), "openblas_coretype": core, "coretype_source": core_source,
+                       "malloc": args.malloc, "page_fault_us": fault_us, "rows": rows, "records": records}, f, indent=1)
 
 
 if __name__ == "__main__":

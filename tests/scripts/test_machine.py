@@ -1,0 +1,49 @@
+#!/usr/bin/python3
+"""scripts/machine.py: the benchmarks give both sides the OpenBLAS core type qkv would choose
+(src/kernels/blas.cpp), whatever the environment says, and keep freed memory with glibc's malloc."""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import machine  # noqa: E402
+
+AVX512 = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
+AVX2 = {"avx2", "fma", "sse3"}
+failures = []
+
+
+def check(what, got, expected):
+    if got != expected:
+        failures.append(f"{what}: got {got!r}, expected {expected!r}")
+
+
+check("AVX-512, nothing set", machine.blas_coretype(AVX512, {})[0], "SkylakeX")
+check("AVX2, nothing set", machine.blas_coretype(AVX2, {})[0], "Haswell")
+check("SSE only, nothing set", machine.blas_coretype({"sse3"}, {})[0], None)
+core, source = machine.blas_coretype(AVX512, {"OPENBLAS_CORETYPE": "Haswell"})
+check("AVX-512 with an inherited Haswell", core, "SkylakeX")
+check("the replaced value is named", "OPENBLAS_CORETYPE=Haswell in the environment not used" in source, True)
+check("AVX2 with an inherited SkylakeX", machine.blas_coretype(AVX2, {"OPENBLAS_CORETYPE": "SkylakeX"})[0], "Haswell")
+check("AVX-512 with an inherited Cooperlake", machine.blas_coretype(AVX512, {"OPENBLAS_CORETYPE": "Cooperlake"})[0],
+      "Cooperlake")
+check("AVX2 with an inherited Zen", machine.blas_coretype(AVX2, {"OPENBLAS_CORETYPE": "Zen"})[0], "Zen")
+check("QKV_BLAS_CORETYPE wins", machine.blas_coretype(AVX512, {"QKV_BLAS_CORETYPE": "Prescott",
+                                                               "OPENBLAS_CORETYPE": "Haswell"})[0], "Prescott")
+check("a flag short of AVX-512 (no avx512cd)", machine.openblas_coretype(AVX512 - {"avx512cd"}), "Haswell")
+
+env = machine.comparison_env("SkylakeX", "reuse", threads=2,
+                             environ={"OPENBLAS_CORETYPE": "Haswell", "QKV_BLAS_CORETYPE": "Prescott",
+                                      "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"})
+check("the PyTorch side's core type", env["OPENBLAS_CORETYPE"], "SkylakeX")
+check("QKV_BLAS_CORETYPE is not passed on", "QKV_BLAS_CORETYPE" in env, False)
+check("threads", (env["OMP_NUM_THREADS"], env["OPENBLAS_NUM_THREADS"], env["OMP_WAIT_POLICY"]), ("2", "2", "passive"))
+check("tunables appended", env["GLIBC_TUNABLES"], "glibc.malloc.hugetlb=1:" + machine.MALLOC_TUNABLES)
+env = machine.comparison_env("Haswell", "default", environ={"OMP_WAIT_POLICY": "active"})
+check("qkv's side: no thread variables", ("OMP_NUM_THREADS" in env, env["OMP_WAIT_POLICY"]), (False, "active"))
+check("malloc default: no tunables", "GLIBC_TUNABLES" in env, False)
+check("a page fault costs a positive time", machine.page_fault_us(4) > 0, True)
+
+for f in failures:
+    print("FAIL", f)
+print(f"test_machine: {len(failures)} failure(s)")
+sys.exit(1 if failures else 0)
