@@ -190,20 +190,38 @@ void cross_entropy(benchmark::State& state) {
 }
 BENCHMARK(cross_entropy)->Args({2048, 16})->Args({4096, 64})->Args({4096, 16})->ArgNames({"N", "V"})->UseRealTime();
 
-// Fused attention forward + backward at the workloads' shapes (B, H, T, D), no mask, no dropout.
+// Dropout's mask applied to n floats (DropoutDraws::apply, one thread): n = 8192 stays in L1
+// (the attention kernel's rows), 4M streams from memory (a feed-forward hidden layer).
+void dropout_apply(benchmark::State& state) {
+  const std::size_t n = std::size_t(state.range(0));
+  Array<float> x = random_array({n}, 1), y = Array<float>::from_shape({n});
+  const DropoutDraws draws(7, 0.1);
+  std::uint64_t first = 0;
+  for (auto _ : state) {
+    draws.apply(x.data(), y.data(), n, first, 1.0f / 0.9f);
+    first += n;
+    benchmark::ClobberMemory();
+  }
+  rate(state, 8.0 * double(n), "GB");
+}
+BENCHMARK(dropout_apply)->Arg(8192)->Arg(1 << 22)->ArgName("n")->UseRealTime();
+
+// Fused attention forward + backward at the workloads' shapes (B, H, T, D), no mask, dropout
+// p = drop / 1000 (0 or the workloads' 0.1).
 void attention(benchmark::State& state) {
   const std::size_t B = std::size_t(state.range(0)), H = std::size_t(state.range(1)), T = std::size_t(state.range(2)),
                     D = std::size_t(state.range(3));
+  const kernels::AttentionDropout drop{double(state.range(4)) / 1000.0, 7, 0};
   Array<float> q = random_array({B, H, T, D}, 1), k = random_array({B, H, T, D}, 2), v = random_array({B, H, T, D}, 3);
   Array<float> dout = random_array({B, H, T, D}, 4), out = Array<float>::from_shape({B, H, T, D});
   Array<float> lse = Array<float>::from_shape({B, H, T});
   Array<float> dq = Array<float>::from_shape({B, H, T, D}), dk = dq, dv = dq;
   const float scale = 1.0f / std::sqrt(float(D));
   for (auto _ : state) {
-    kernels::attention_forward<float>(out.data(), lse.data(), nullptr, q.data(), k.data(), v.data(), {}, {}, scale,
+    kernels::attention_forward<float>(out.data(), lse.data(), nullptr, q.data(), k.data(), v.data(), {}, drop, scale,
                                       B, H, T, T, D, D);
     kernels::attention_backward<float>(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
-                                       out.data(), lse.data(), {}, {}, scale, B, H, T, T, D, D);
+                                       out.data(), lse.data(), {}, drop, scale, B, H, T, T, D, D);
     benchmark::ClobberMemory();
   }
   // Forward: QK^T and PV, 2 * 2*T*T*D; backward: recompute QK^T plus dV, dP, dQ, dK, 5 * 2*T*T*D.
@@ -211,10 +229,13 @@ void attention(benchmark::State& state) {
   state.SetItemsProcessed(std::int64_t(state.iterations() * B * T));
 }
 BENCHMARK(attention)
-    ->Args({64, 4, 32, 16})
-    ->Args({32, 8, 128, 32})
-    ->Args({4, 4, 1024, 32})
-    ->ArgNames({"B", "H", "T", "D"})
+    ->Args({64, 4, 32, 16, 0})
+    ->Args({32, 8, 128, 32, 0})
+    ->Args({4, 4, 1024, 32, 0})
+    ->Args({64, 4, 32, 16, 100})
+    ->Args({32, 8, 128, 32, 100})
+    ->Args({4, 4, 1024, 32, 100})
+    ->ArgNames({"B", "H", "T", "D", "drop"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

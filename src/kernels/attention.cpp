@@ -209,6 +209,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   // In the forward pass O = Pd V with Pd = P * keep / (1 - p) and P = softmax(S), so
   //   dV = Pd^T dO,  dPd = dO V^T,  dP = dPd * keep / (1 - p),
   //   dS = P * (dP - Delta) with Delta_i = sum_j P_ij dP_ij = sum_j Pd_ij dPd_ij = dO_i . O_i,
+  //   and since P dP = P * keep / (1 - p) * dPd = Pd dPd, dS = Pd dPd - P Delta: the mask is
+  //   applied once (to P, for Pd), not again to dPd.
   //   and S = scale Q K^T (+ bias) gives dQ = scale dS K, dK = scale dS^T Q.
   const bool drop = dropout.p > 0;
   const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
@@ -218,14 +220,15 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   const bool parallel = B * H > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
 #pragma omp parallel if (parallel)
   {
-    PooledBuffer<T> P_buf(kBq * kBk), G_buf(kBq * kBk), delta_buf(kBq);  // per thread
+    PooledBuffer<T> P_buf(kBq * kBk), G_buf(kBq * kBk), H_buf(drop ? kBq * kBk : 0), delta_buf(kBq);  // per thread
     // The head's K^T and V^T (D x Tk, Dv x Tk), transposed once per task (see gemm_abt).
     const bool transpose = needs_transpose(Tq);
     PooledBuffer<T> kt_buf(transpose ? D * Tk : 0), vt_buf(transpose && need_ds ? Dv * Tk : 0);
     T* Kt = transpose ? kt_buf.data() : nullptr;
     T* Vt = transpose && need_ds ? vt_buf.data() : nullptr;
     T* P = P_buf.data();  // P, then dS
-    T* G = G_buf.data();  // Pd, then dPd
+    T* G = G_buf.data();  // Pd with dropout, else dPd
+    T* dPd = drop ? H_buf.data() : G;
     T* delta = delta_buf.data();
 #pragma omp for collapse(2) schedule(dynamic)
     for (long b = 0; b < long(B); ++b)
@@ -259,23 +262,28 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             const std::size_t nk = std::min(kBk, k_end - k0);
             score_block(P, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) row_exp_shift(P + r * kBk, P + r * kBk, nk, L[r]);
-            if (dV) {
-              const T* Pd = P;
-              if (drop) {
-                for (std::size_t r = 0; r < nq; ++r)
-                  dm.draws.apply(P + r * kBk, G + r * kBk, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
-                Pd = G;
-              }
-              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv,
-                             Dv);
+            const T* Pd = P;
+            if (drop) {
+              for (std::size_t r = 0; r < nq; ++r)
+                dm.draws.apply(P + r * kBk, G + r * kBk, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
+              Pd = G;
             }
+            if (dV)
+              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv, Dv);
             if (!need_ds) continue;
-            gemm_abt(G, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, Tk, nq, nk, Dv, T(1));
-            for (std::size_t r = 0; r < nq; ++r) {
+            gemm_abt(dPd, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, Tk, nq, nk, Dv, T(1));
+            for (std::size_t r = 0; r < nq; ++r) {  // P becomes dS
               T* p = P + r * kBk;
-              T* g = G + r * kBk;
-              if (drop) dm.draws.apply(g, g, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);  // G is scratch
-              for (std::size_t c = 0; c < nk; ++c) p[c] = p[c] * (g[c] - delta[r]);
+              const T* g = dPd + r * kBk;
+              const T* pd = Pd + r * kBk;
+              const T dr = delta[r];
+              if (drop) {
+#pragma omp simd
+                for (std::size_t c = 0; c < nk; ++c) p[c] = pd[c] * g[c] - p[c] * dr;
+              } else {
+#pragma omp simd
+                for (std::size_t c = 0; c < nk; ++c) p[c] = p[c] * (g[c] - dr);
+              }
             }
             if (dQ)
               gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1),

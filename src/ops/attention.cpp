@@ -60,7 +60,7 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
   kernels::AttentionDropout drop;
   if (opt.dropout_p > 0) {
     Generator& gen = opt.generator ? *opt.generator : default_generator();
-    drop = {opt.dropout_p, gen.seed(), gen.reserve(n.B * n.H * n.Tq * n.Tk)};
+    drop = {opt.dropout_p, gen.seed(), gen.reserve(n.B * n.H * n.Tq * n.Tk, DropoutDraws::kBlock)};
   }
   Array<T> out = Array<T>::from_shape({n.B, n.H, n.Tq, n.Dv});
   Array<T> lse = Array<T>::from_shape({n.B, n.H, n.Tq});

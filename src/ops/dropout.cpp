@@ -8,8 +8,9 @@ namespace qkv {
 namespace {
 
 // out[i] = in[i] * scale where element first + i survives (DropoutDraws), else 0. The mask is
-// recomputed from (seed, first) rather than stored: its 32-bit hash, vectorised, costs less than
-// reading a stored mask, and the backward needs no memory. Chunks of kChunk elements per thread.
+// recomputed from (seed, first) rather than stored: half a 32-bit hash per element, vectorised,
+// costs less than reading a stored mask, and the backward needs no memory. Chunks of kChunk
+// elements (a multiple of DropoutDraws::kBlock) per thread.
 template <class T>
 void apply_mask(T* out, const T* in, std::size_t n, std::uint64_t seed, std::uint64_t first, double p, T scale) {
   constexpr std::size_t kChunk = 4096;
@@ -32,7 +33,7 @@ Variable<T> dropout(const Variable<T>& x, double p, bool training, Generator& ge
   if (!training || p == 0.0) return x;
 
   const std::size_t n = x.size();
-  const std::uint64_t seed = gen.seed(), first = gen.reserve(n);
+  const std::uint64_t seed = gen.seed(), first = gen.reserve(n, DropoutDraws::kBlock);
   const T scale = static_cast<T>(1.0 / (1.0 - p));
   Array<T> y = Array<T>::from_shape(x.shape());
   apply_mask(y.data(), x.data(), n, seed, first, p, scale);

@@ -14,8 +14,8 @@ TEST_CASE("dropout: drops a fraction p, scales survivors by 1/(1-p), mask as doc
   const std::size_t n = 200000;
   Array<float> x = test::random_array<float>({400, 500}, 1, 0.5, 1.5);  // never 0
   Generator gen(42);
-  gen.reserve(17);  // a non-zero offset
-  const std::uint64_t first = gen.offset();
+  gen.reserve(17);  // a non-zero offset, not on a block of 32
+  const std::uint64_t first = 32;  // the mask starts on the next whole block
   Variable<float> y = dropout(Variable<float>(x), p, true, gen);
   CHECK(gen.offset() == first + n);
   std::size_t dropped = 0, mismatches = 0;
@@ -30,16 +30,19 @@ TEST_CASE("dropout: drops a fraction p, scales survivors by 1/(1-p), mask as doc
   CHECK(double(dropped) / n == doctest::Approx(p).epsilon(0.02));
 }
 
-TEST_CASE("dropout draws: the documented formula, P(drop) = p, apply() = dropped() across 2^32, no correlation between seeds") {
+TEST_CASE("dropout draws: the documented formula, P(drop) = p, apply() = dropped() at any offset, no correlation between seeds") {
   // The formula of random.hpp, written out once more.
   const std::uint64_t k = hash64(5, 0x64726F70ull);
   auto formula = [&](std::uint64_t counter) {
-    const std::uint32_t lo = std::uint32_t(counter), hi = std::uint32_t(counter >> 32);
-    return fmix32(fmix32(lo ^ std::uint32_t(k)) ^ (hi * 0x9E3779B9u) ^ std::uint32_t(k >> 32));
+    const std::uint64_t g = 16 * (counter / 32) + counter % 16;
+    const std::uint32_t lo = std::uint32_t(g), hi = std::uint32_t(g >> 32);
+    const std::uint32_t h = fmix32(fmix32(lo ^ std::uint32_t(k)) ^ (hi * 0x9E3779B9u) ^ std::uint32_t(k >> 32));
+    return counter % 32 < 16 ? h % 65536 : h / 65536;
   };
   const DropoutDraws d(5, 0.25);
-  CHECK(d.threshold() == 1073741824u);
-  for (std::uint64_t c : {0ull, 1ull, 12345ull, (1ull << 32) - 1, 1ull << 32, (7ull << 40) + 3})
+  CHECK(d.threshold() == 16384u);
+  for (std::uint64_t c : {0ull, 1ull, 15ull, 16ull, 31ull, 32ull, 12345ull, (1ull << 32) - 1, 1ull << 32,
+                          (1ull << 37) - 1, 1ull << 37, (7ull << 40) + 3})
     CHECK(d.dropped(c) == (formula(c) < d.threshold()));
   // Frequencies: 4e6 draws each, 5 standard deviations.
   for (double p : {0.01, 0.1, 0.5, 0.9}) {
@@ -51,22 +54,39 @@ TEST_CASE("dropout draws: the documented formula, P(drop) = p, apply() = dropped
   }
   CHECK_FALSE(DropoutDraws(3, 0.0).dropped(0));
   CHECK(DropoutDraws(3, 0.0).threshold() == 0u);
-  // The vectorised apply() across the 2^32 boundary, against dropped() element by element.
-  const std::uint64_t first = (1ull << 32) - 1000;
-  std::vector<double> in(3000, 2.0), out(3000);
-  d.apply(in.data(), out.data(), in.size(), first, 4.0);
-  std::size_t wrong = 0;
-  for (std::size_t i = 0; i < in.size(); ++i) wrong += out[i] != (d.dropped(first + i) ? 0.0 : 8.0);
+  // The vectorised apply(), against dropped() element by element: every start within a block of
+  // 32 and lengths with and without whole blocks, around g's 2^32 boundary (counter 2^37) too.
+  std::size_t wrong = 0, checked = 0;
+  for (const std::uint64_t base : {0ull, (1ull << 37) - 64})
+    for (std::uint64_t off = 0; off < 33; ++off)
+      for (const std::size_t n : {std::size_t(0), std::size_t(1), std::size_t(31), std::size_t(32), std::size_t(95), std::size_t(200)}) {
+        std::vector<double> in(n, 2.0), out(n, -1.0);
+        d.apply(in.data(), out.data(), n, base + off, 4.0);
+        for (std::size_t i = 0; i < n; ++i, ++checked) wrong += out[i] != (d.dropped(base + off + i) ? 0.0 : 8.0);
+      }
+  CHECK(checked > 10000);
+  CHECK(wrong == 0);
+  // In place (in == out), float.
+  std::vector<float> v(1000, 3.0f);
+  d.apply(v.data(), v.data(), v.size(), 7, 2.0f);
+  for (std::size_t i = 0; i < v.size(); ++i) wrong += v[i] != (d.dropped(7 + i) ? 0.0f : 6.0f);
   CHECK(wrong == 0);
   // Two seeds agree on about p^2 + (1-p)^2 of their decisions, as independent masks would.
   const DropoutDraws a(1, 0.5), b(2, 0.5);
   std::size_t same = 0;
   for (std::uint64_t c = 0; c < 1000000; ++c) same += a.dropped(c) == b.dropped(c);
   CHECK(std::abs(double(same) / 1e6 - 0.5) < 0.0025);
-  // Neighbouring elements are not correlated either.
-  std::size_t pairs = 0;
-  for (std::uint64_t c = 0; c < 1000000; ++c) pairs += a.dropped(c) && a.dropped(c + 1);
+  // Neighbouring elements are not correlated either, nor the two elements one hash decides.
+  std::size_t pairs = 0, halves = 0;
+  for (std::uint64_t c = 0; c < 1000000; ++c) {
+    pairs += a.dropped(c) && a.dropped(c + 1);
+    halves += a.dropped(32 * (c / 16) + c % 16) && a.dropped(32 * (c / 16) + c % 16 + 16);
+  }
   CHECK(std::abs(double(pairs) / 1e6 - 0.25) < 0.0025);
+  CHECK(std::abs(double(halves) / 1e6 - 0.25) < 0.0025);
+  // p at the resolution of 2^-16, and just below 1: P(drop) = threshold / 2^16 < 1.
+  CHECK(DropoutDraws(3, 0.1).threshold() == 6554u);
+  CHECK(DropoutDraws(3, 0.999999).threshold() == 65535u);
 }
 
 TEST_CASE("dropout: the mask depends only on the generator state") {

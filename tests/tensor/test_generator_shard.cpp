@@ -18,4 +18,13 @@ TEST_CASE("Generator::set_shard: the shards' draws are the rows of the unsharded
     CHECK(r0.offset() == whole.offset());
     CHECK(r1.offset() == whole.offset());
   }
+  // Aligned reserves (dropout's blocks of 32): the offset is rounded up first, on every shard alike.
+  for (int step = 0; step < 2; ++step) {
+    const std::uint64_t w = whole.reserve(10, 32), a = r0.reserve(5, 32), b = r1.reserve(5, 32);
+    CHECK(w % 32 == 0);
+    CHECK(a == w);
+    CHECK(b == w + 5);
+    CHECK(r0.offset() == whole.offset());
+    CHECK(r1.offset() == whole.offset());
+  }
 }
