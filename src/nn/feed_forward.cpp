@@ -25,10 +25,20 @@ FeedForward<T>::FeedForward(const FeedForwardOptions& options, Generator& gen) :
 }
 
 template <class T>
+Variable<T> FeedForward<T>::hidden(const Variable<T>& x) const {
+  const Variable<T> h = fc1->forward(x);
+  return fc2->forward(options_.activation == Activation::Gelu ? drop->forward_gelu(h) : drop->forward(relu(h)));
+}
+
+template <class T>
 Variable<T> FeedForward<T>::forward(const Variable<T>& x) const {
-  Variable<T> h = fc1->forward(x);
-  h = options_.activation == Activation::Gelu ? gelu(h) : relu(h);
-  return this->hooked(drop->forward(fc2->forward(drop->forward(h))));
+  return this->hooked(drop->forward(hidden(x)));
+}
+
+template <class T>
+Variable<T> FeedForward<T>::forward_add(const Variable<T>& residual, const Variable<T>& x) const {
+  if (this->has_forward_hooks()) return add(residual, forward(x));
+  return drop->forward_add(residual, hidden(x));
 }
 
 template class FeedForward<float>;

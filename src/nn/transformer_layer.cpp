@@ -47,13 +47,14 @@ Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const KeyP
   args.key_padding_mask = key_padding_mask;
   args.is_causal = is_causal;
   args.cache = cache;
-  auto sa = [&](const Variable<T>& h) { return drop1->forward(attn->forward(h, h, h, args).output); };
+  // Residual adds: x + drop1(attention), y + ff(...), each dropout fused into its add.
+  auto sa = [&](const Variable<T>& h) { return attn->forward(h, h, h, args).output; };
   if (options_.norm_first) {
-    Variable<T> y = add(x, sa(norm1->forward(x)));
-    return this->hooked(ff ? add(y, ff->forward(norm2->forward(y))) : y);
+    Variable<T> y = drop1->forward_add(x, sa(norm1->forward(x)));
+    return this->hooked(ff ? ff->forward_add(y, norm2->forward(y)) : y);
   }
-  Variable<T> y = norm1->forward(add(x, sa(x)));
-  return this->hooked(ff ? norm2->forward(add(y, ff->forward(y))) : y);
+  Variable<T> y = norm1->forward(drop1->forward_add(x, sa(x)));
+  return this->hooked(ff ? norm2->forward(ff->forward_add(y, y)) : y);
 }
 
 template <class T>
@@ -79,18 +80,16 @@ Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Vari
   self_args.is_causal = true;
   MultiHeadAttentionArgs<T> cross_args;
   cross_args.key_padding_mask = memory_key_padding_mask;
-  auto sa = [&](const Variable<T>& h) { return drop1->forward(self_attn->forward(h, h, h, self_args).output); };
-  auto ca = [&](const Variable<T>& h) {
-    return drop2->forward(cross_attn->forward(h, memory, memory, cross_args).output);
-  };
+  auto sa = [&](const Variable<T>& h) { return self_attn->forward(h, h, h, self_args).output; };
+  auto ca = [&](const Variable<T>& h) { return cross_attn->forward(h, memory, memory, cross_args).output; };
   if (options_.norm_first) {
-    Variable<T> y = add(x, sa(norm1->forward(x)));
-    y = add(y, ca(norm2->forward(y)));
-    return this->hooked(add(y, ff->forward(norm3->forward(y))));
+    Variable<T> y = drop1->forward_add(x, sa(norm1->forward(x)));
+    y = drop2->forward_add(y, ca(norm2->forward(y)));
+    return this->hooked(ff->forward_add(y, norm3->forward(y)));
   }
-  Variable<T> y = norm1->forward(add(x, sa(x)));
-  y = norm2->forward(add(y, ca(y)));
-  return this->hooked(norm3->forward(add(y, ff->forward(y))));
+  Variable<T> y = norm1->forward(drop1->forward_add(x, sa(x)));
+  y = norm2->forward(drop2->forward_add(y, ca(y)));
+  return this->hooked(norm3->forward(ff->forward_add(y, y)));
 }
 
 template <class T>

@@ -1,52 +1,86 @@
 #include "qkv/ops/dropout.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/kernels/dropout.hpp"
 
-#include <algorithm>
 #include <sstream>
 
 namespace qkv {
 namespace {
 
-// out[i] = in[i] * scale where element first + i survives (DropoutDraws), else 0. The mask is
-// recomputed from (seed, first) rather than stored: half a 32-bit hash per element, vectorised,
-// costs less than reading a stored mask, and the backward needs no memory. Chunks of kChunk
-// elements (a multiple of DropoutDraws::kBlock) per thread.
-template <class T>
-void apply_mask(T* out, const T* in, std::size_t n, std::uint64_t seed, std::uint64_t first, double p, T scale) {
-  constexpr std::size_t kChunk = 4096;
-  const DropoutDraws draws(seed, p);
-  parallel_for((n + kChunk - 1) / kChunk, kChunk, [&](std::size_t c) {
-    const std::size_t lo = c * kChunk, len = std::min(kChunk, n - lo);
-    draws.apply(in + lo, out + lo, len, first + lo, scale);
-  });
+void check_p(double p, const char* op) {
+  if (p >= 0.0 && p < 1.0) return;
+  std::ostringstream msg;
+  msg << op << ": probability p must be in [0, 1), got " << p;
+  throw ValueError(msg.str());
 }
+
+// What a dropout op keeps for its backward: the mask's draws (recomputed from the counter rather
+// than stored: half a 32-bit hash per element costs less than reading a stored mask) and 1/(1-p).
+struct Draws {
+  DropoutDraws draws;
+  std::uint64_t first;
+  double scale;
+  Draws(std::size_t n, double p, Generator& gen)
+      : draws(gen.seed(), p), first(gen.reserve(n, DropoutDraws::kBlock)), scale(1.0 / (1.0 - p)) {}
+  template <class T>
+  Array<T> masked(const Array<T>& g) const {  // g * mask / (1 - p)
+    Array<T> out = Array<T>::from_shape(g.shape());
+    kernels::dropout_forward(draws, first, T(scale), g.data(), out.data(), g.size());
+    return out;
+  }
+};
 
 }  // namespace
 
 template <class T>
 Variable<T> dropout(const Variable<T>& x, double p, bool training, Generator& gen) {
-  if (!(p >= 0.0 && p < 1.0)) {
-    std::ostringstream msg;
-    msg << "dropout: probability p must be in [0, 1), got " << p;
-    throw ValueError(msg.str());
-  }
+  check_p(p, "dropout");
   if (!training || p == 0.0) return x;
-
-  const std::size_t n = x.size();
-  const std::uint64_t seed = gen.seed(), first = gen.reserve(n, DropoutDraws::kBlock);
-  const T scale = static_cast<T>(1.0 / (1.0 - p));
-  Array<T> y = Array<T>::from_shape(x.shape());
-  apply_mask(y.data(), x.data(), n, seed, first, p, scale);
-
-  return record_op<T>("dropout", std::move(y), needs_grad(x), [x = x.without_value(), n, seed, first, p, scale](const Array<T>& gy) {
+  const Draws d(x.size(), p, gen);
+  return record_op<T>("dropout", d.masked(x.value()), needs_grad(x), [x = x.without_value(), d](const Array<T>& gy) {
     // y = x * mask / (1 - p), so dx = dy * mask / (1 - p), with the same mask.
-    Array<T> gx = Array<T>::from_shape(x.shape());
-    apply_mask(gx.data(), gy.data(), n, seed, first, p, scale);
-    x.accumulate_grad(std::move(gx), "dropout");
+    x.accumulate_grad(d.masked(gy), "dropout");
   });
 }
 
-template Variable<float> dropout(const Variable<float>&, double, bool, Generator&);
-template Variable<double> dropout(const Variable<double>&, double, bool, Generator&);
+template <class T>
+Variable<T> dropout_add(const Variable<T>& x, const Variable<T>& y, double p, bool training, Generator& gen) {
+  check_p(p, "dropout_add");
+  if (x.shape() != y.shape())
+    throw ShapeError("dropout_add: x of shape " + shape_str(x.shape()) + " and y of shape " + shape_str(y.shape()) +
+                     " differ (expected the same shape)");
+  if (!training || p == 0.0) return add(x, y);
+  const Draws d(y.size(), p, gen);
+  Array<T> out = Array<T>::from_shape(y.shape());
+  kernels::dropout_add_forward(d.draws, d.first, T(d.scale), x.data(), y.data(), out.data(), y.size());
+  return record_op<T>("dropout_add", std::move(out), needs_grad(x, y),
+                      [x = x.without_value(), y = y.without_value(), d](const Array<T>& g) {
+    // out = x + y * mask / (1 - p): dx = g, dy = g * mask / (1 - p).
+    x.accumulate_grad(g, "dropout_add");
+    if (y.requires_grad()) y.accumulate_grad(d.masked(g), "dropout_add");
+  });
+}
+
+template <class T>
+Variable<T> gelu_dropout(const Variable<T>& x, GeluApprox approx, double p, bool training, Generator& gen) {
+  check_p(p, "gelu_dropout");
+  if (!training || p == 0.0) return gelu(x, approx);
+  const bool tanh = approx == GeluApprox::Tanh;
+  const Draws d(x.size(), p, gen);
+  Array<T> out = Array<T>::from_shape(x.shape());
+  kernels::gelu_dropout_forward(d.draws, d.first, T(d.scale), x.data(), out.data(), x.size(), tanh);
+  return record_op<T>("gelu_dropout", std::move(out), needs_grad(x), [x, d, tanh](const Array<T>& g) {
+    Array<T> gx = Array<T>::from_shape(x.shape());
+    kernels::gelu_dropout_backward(d.draws, d.first, T(d.scale), g.data(), x.data(), gx.data(), x.size(), tanh);
+    x.accumulate_grad(std::move(gx), "gelu_dropout");
+  });
+}
+
+#define QKV_INSTANTIATE(T)                                                                              \
+  template Variable<T> dropout(const Variable<T>&, double, bool, Generator&);                         \
+  template Variable<T> dropout_add(const Variable<T>&, const Variable<T>&, double, bool, Generator&); \
+  template Variable<T> gelu_dropout(const Variable<T>&, GeluApprox, double, bool, Generator&);
+QKV_INSTANTIATE(float)
+QKV_INSTANTIATE(double)
+#undef QKV_INSTANTIATE
 
 }  // namespace qkv

@@ -113,6 +113,57 @@ TEST_CASE("TransformerDecoderLayer: causal self-attention then cross-attention, 
   }
 }
 
+TEST_CASE("layers: dropout fused into the residual adds and the GELU gives the bits of the separate ops") {
+  // Training with dropout: with no hooks the layers run dropout_add and gelu_dropout; an identity
+  // hook on each dropout (and on ff, whose output dropout is fused into the add) makes them run
+  // dropout, add and gelu instead. Values, input and parameter gradients must agree bit for bit.
+  for (bool nf : {true, false})
+    for (bool decoder : {false, true}) {
+      CAPTURE(nf);
+      CAPTURE(decoder);
+      TransformerLayerOptions o;
+      o.d_model = 16;
+      o.attn.num_heads = 2;
+      o.ff.hidden = 40;
+      o.norm_first = nf;
+      o.dropout = 0.25;
+      o.attn.dropout = 0.25;
+      Generator gen(11);
+      TransformerEncoderLayer<float> enc(o, gen);
+      TransformerDecoderLayer<float> dec(o, gen);
+      nn::Module<float>& layer = decoder ? static_cast<nn::Module<float>&>(dec) : enc;
+      const Array<float> x0 = test::random_array<float>({3, 9, 16}, 4), mem0 = test::random_array<float>({3, 5, 16}, 5);
+      const Array<float> up = test::random_array<float>({3, 9, 16}, 6);
+      auto run = [&](std::size_t* records) {
+        layer.zero_grad();
+        manual_seed(8);
+        Variable<float> x(x0, true), mem(mem0, true);
+        const std::size_t before = autograd::Tape::current().size();
+        Variable<float> y = decoder ? dec.forward(x, mem) : enc.forward(x);
+        *records = autograd::Tape::current().size() - before;
+        y.backward(up);
+        std::vector<Array<float>> out{y.value(), x.grad()};
+        if (decoder) out.push_back(mem.grad());
+        for (auto& [name, p] : layer.named_parameters()) out.push_back(p.grad());
+        return out;
+      };
+      std::size_t fused_records = 0, plain_records = 0;
+      const auto fused = run(&fused_records);
+      std::vector<nn::HookHandle> hooks;
+      for (const char* path : {"drop1", "drop2", "ff", "ff.drop"})
+        if (decoder || std::string(path) != "drop2")
+          hooks.push_back(layer.add_forward_hook(path, [](const Variable<float>& v) { return v; }));
+      const auto plain = run(&plain_records);
+      for (auto& h : hooks) layer.remove_forward_hook(h);
+      CHECK(plain_records == fused_records + (decoder ? 4 : 3));  // one op fewer per fusion
+      REQUIRE(fused.size() == plain.size());
+      for (std::size_t i = 0; i < fused.size(); ++i) {
+        CAPTURE(i);
+        CHECK(test::bitwise_equal(fused[i], plain[i]));
+      }
+    }
+}
+
 // ---- EncoderModel ----
 
 TEST_CASE("EncoderModel: logits shape, parameter names in order, attention layer names") {

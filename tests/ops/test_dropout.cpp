@@ -156,3 +156,82 @@ TEST_CASE("dropout: p outside the half-open range 0 to 1 throws ValueError") {
   CHECK_THROWS_AS(dropout(x, -0.1, true, gen), ValueError);
   CHECK_THROWS_AS(dropout(x, 1.0, false, gen), ValueError);
 }
+
+namespace {
+
+// Values and input gradients of f(x, y) for a seed, backward with `up` as the upstream gradient.
+template <class T, class F>
+std::vector<Array<T>> run_fused(F f, const Array<T>& x, const Array<T>& y, const Array<T>& up) {
+  Generator gen(21);
+  gen.reserve(7);  // an offset off the block grid
+  Variable<T> xv(x, true), yv(y, true);
+  Variable<T> out = f(xv, yv, gen);
+  out.backward(up);
+  return {out.value(), xv.grad(), yv.grad(), Array<T>({1}, T(gen.offset()))};
+}
+
+}  // namespace
+
+TEST_CASE("dropout_add and gelu_dropout: bit for bit the two ops they fuse, values, gradients and draws") {
+  for (int threads : {1, 2}) {
+    const int saved = num_threads();
+    set_num_threads(threads);
+    CAPTURE(threads);
+    // 70000 elements: several chunks of 4096 and a partial one.
+    Array<float> x = test::random_array<float>({70, 1000}, 1), y = test::random_array<float>({70, 1000}, 2);
+    Array<float> up = test::random_array<float>({70, 1000}, 3);
+    auto fused_add = [](const Variable<float>& a, const Variable<float>& b, Generator& g) { return dropout_add(a, b, 0.1, true, g); };
+    auto plain_add = [](const Variable<float>& a, const Variable<float>& b, Generator& g) { return add(a, dropout(b, 0.1, true, g)); };
+    auto f1 = run_fused<float>(fused_add, x, y, up), p1 = run_fused<float>(plain_add, x, y, up);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(test::bitwise_equal(f1[i], p1[i]));
+    for (GeluApprox approx : {GeluApprox::None, GeluApprox::Tanh}) {
+      auto fused_gelu = [approx](const Variable<float>& a, const Variable<float>& b, Generator& g) {
+        return add(gelu_dropout(a, approx, 0.3, true, g), b);
+      };
+      auto plain_gelu = [approx](const Variable<float>& a, const Variable<float>& b, Generator& g) {
+        return add(dropout(gelu(a, approx), 0.3, true, g), b);
+      };
+      auto f2 = run_fused<float>(fused_gelu, x, y, up), p2 = run_fused<float>(plain_gelu, x, y, up);
+      for (std::size_t i = 0; i < 4; ++i) CHECK(test::bitwise_equal(f2[i], p2[i]));
+      // The mask really drops about p of the hidden units.
+      std::size_t zeros = 0;
+      for (std::size_t i = 0; i < x.size(); ++i) zeros += f2[1].data()[i] == 0.0f;
+      CHECK(double(zeros) / double(x.size()) == doctest::Approx(0.3).epsilon(0.05));
+    }
+    set_num_threads(saved);
+  }
+}
+
+TEST_CASE("dropout_add and gelu_dropout: gradcheck, eval identity, shape and p errors") {
+  Array<double> x = test::random_array<double>({3, 7}, 4), y = test::random_array<double>({3, 7}, 5);
+  test::check_grad(
+      [](const std::vector<Variable<double>>& v) {
+        Generator g(9);
+        return dropout_add(v[0], v[1], 0.4, true, g);
+      },
+      {x, y});
+  test::check_grad(
+      [](const std::vector<Variable<double>>& v) {
+        Generator g(9);
+        return gelu_dropout(v[0], GeluApprox::None, 0.4, true, g);
+      },
+      {x});
+  test::check_grad(
+      [](const std::vector<Variable<double>>& v) {
+        Generator g(9);
+        return gelu_dropout(v[0], GeluApprox::Tanh, 0.4, true, g);
+      },
+      {x});
+  // Not training, or p = 0: add and gelu, no draw reserved.
+  Generator gen(5);
+  CHECK(test::bitwise_equal(dropout_add(Variable<double>(x), Variable<double>(y), 0.5, false, gen).value(),
+                            add(Variable<double>(x), Variable<double>(y)).value()));
+  CHECK(test::bitwise_equal(gelu_dropout(Variable<double>(x), GeluApprox::None, 0.0, true, gen).value(),
+                            gelu(Variable<double>(x)).value()));
+  CHECK(gen.offset() == 0);
+  CHECK_THROWS_WITH_AS(dropout_add(Variable<double>(x), Variable<double>(zeros<double>({7, 3})), 0.1, true, gen),
+                       "dropout_add: x of shape (3, 7) and y of shape (7, 3) differ (expected the same shape)",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(gelu_dropout(Variable<double>(x), GeluApprox::None, 1.0, true, gen),
+                       "gelu_dropout: probability p must be in [0, 1), got 1", ValueError);
+}

@@ -3,6 +3,7 @@
 /// Dropout layer.
 
 #include "qkv/nn/module.hpp"
+#include "qkv/ops/elementwise.hpp"
 #include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
 
@@ -26,6 +27,11 @@ class Dropout : public Module<T> {
 
   Variable<T> forward(const Variable<T>& x) const;
   Variable<T> operator()(const Variable<T>& x) const { return forward(x); }
+  /// add(x, forward(y)): a residual add after a dropped branch. One pass (qkv::dropout_add) when
+  /// training with p > 0 and no hook is on this module; else the two ops. Same bits either way.
+  Variable<T> forward_add(const Variable<T>& x, const Variable<T>& y) const;
+  /// forward(gelu(h, approx)), in one pass (qkv::gelu_dropout) under the same conditions.
+  Variable<T> forward_gelu(const Variable<T>& h, GeluApprox approx = GeluApprox::None) const;
 
   /// Draw from `gen` (not owned; nullptr = default_generator()).
   void set_generator(Generator* gen) { generator_ = gen; }

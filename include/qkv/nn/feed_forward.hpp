@@ -29,7 +29,8 @@ struct FeedForwardOptions {
 /// (linear1, activation, dropout, linear2, dropout2). x (..., C) -> (..., C).
 /// Parameters: "fc1.weight" (hidden, C), "fc1.bias" (hidden), "fc2.weight" (C, hidden),
 /// "fc2.bias" (C). Init: nn.Linear defaults (see Linear), fc1 then fc2, from `gen`.
-/// Dropout draws from default_generator() (see Dropout) and only in training mode.
+/// Dropout draws from default_generator() (see Dropout) and only in training mode. In training,
+/// GELU and the hidden dropout run as one op (gelu_dropout) unless a hook is on `drop`.
 template <class T>
 class FeedForward : public Module<T> {
  public:
@@ -37,12 +38,16 @@ class FeedForward : public Module<T> {
 
   Variable<T> forward(const Variable<T>& x) const;
   Variable<T> operator()(const Variable<T>& x) const { return forward(x); }
+  /// add(residual, forward(x)), the output dropout fused into the add (Dropout::forward_add)
+  /// when no hook is on this module. Same bits as the unfused form.
+  Variable<T> forward_add(const Variable<T>& residual, const Variable<T>& x) const;
 
   const FeedForwardOptions& options() const { return options_; }
   std::shared_ptr<Linear<T>> fc1, fc2;
   std::shared_ptr<Dropout<T>> drop;
 
  private:
+  Variable<T> hidden(const Variable<T>& x) const;  // fc2(dropout(act(fc1(x))))
   FeedForwardOptions options_;
 };
 
