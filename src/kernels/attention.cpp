@@ -117,10 +117,12 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   const PooledBuffer<T> kt_buf(transpose ? B * H * D * Tk : 0);
 #pragma omp parallel if (parallel)
   {
-    PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq);  // per thread
+    PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq), m_new_buf(kBq), alpha_buf(kBq);  // per thread
     T* S = S_buf.data();
     T* m = m_buf.data();
     T* l = l_buf.data();
+    T* m_new = m_new_buf.data();
+    T* alpha = alpha_buf.data();
     if (transpose) {
 #pragma omp for schedule(static)
       for (long bh = 0; bh < long(B * H); ++bh)
@@ -146,20 +148,25 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
             score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
+            // Online softmax: the rows' new maxima, then alpha = exp(m - m_new), the factor that
+            // rescales what was accumulated against the old maximum (0 when m was -inf), all rows
+            // at once through the vectorised exp.
+            for (std::size_t r = 0; r < nq; ++r) {
+              m_new[r] = std::max(m[r], row_max(S + r * kBk, nk));
+              alpha[r] = m_new[r] == -kInf ? -kInf : m[r] - m_new[r];
+            }
+            row_exp_shift(alpha, alpha, nq, T(0));
             for (std::size_t r = 0; r < nq; ++r) {
               T* s = S + r * kBk;
-              const T m_new = std::max(m[r], row_max(s, nk));
-              if (m_new == -kInf) {  // no allowed key so far: this block adds nothing to the row
+              if (m_new[r] == -kInf) {  // no allowed key so far: this block adds nothing to the row
                 std::fill(s, s + nk, T(0));
                 continue;
               }
-              // Online softmax: rescale what was accumulated against the old maximum.
-              const T alpha = std::exp(m[r] - m_new);        // 0 when m[r] was -inf
-              const T sum = row_exp_shift(s, s, nk, m_new);  // vectorised exp (xsimd)
-              l[r] = l[r] * alpha + sum;  // the normaliser counts dropped weights too
-              m[r] = m_new;
-              if (alpha != T(1))
-                for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha;
+              const T sum = row_exp_shift(s, s, nk, m_new[r]);  // vectorised exp (xsimd)
+              l[r] = l[r] * alpha[r] + sum;  // the normaliser counts dropped weights too
+              m[r] = m_new[r];
+              if (alpha[r] != T(1))
+                for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha[r];
               if (drop) dm.draws.apply(s, s, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
             }
             gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
