@@ -42,6 +42,13 @@ void gemm_abt(T* C, const T* A, const T* B, const T* Bt, std::size_t ldt, std::s
 // Whether any block of Tq queries has 4 rows or more, so that gemm_abt needs B transposed.
 inline bool needs_transpose(std::size_t Tq) { return std::min(kBq, Tq) >= 4; }
 
+// Row stride of a transposed head (D rows of Tk keys): Tk plus one cache line, so that the D rows
+// of a block do not all map to the same L1 sets when Tk is a multiple of 1024 floats (4 KiB
+// apart, the 32 rows of a D = 32 block competed for 12 ways: the Q K^T product ran at 2/3 of its
+// rate at T = 1024).
+template <class T>
+std::size_t transposed_ld(std::size_t Tk) { return Tk + 64 / sizeof(T); }
+
 // The block of scores for query rows q0..q0+nq and keys k0..k0+nk of head (b, h):
 // S = scale * Q K^T + bias, -inf where not allowed. S has row stride kBk; Q and K point at the
 // block's first row, Kt at the block's first column of the head's K^T (row stride ldt).
@@ -114,7 +121,8 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
   // K^T of every head (B, H, D, Tk), shared by the tasks of its query blocks.
   const bool transpose = needs_transpose(Tq);
-  const PooledBuffer<T> kt_buf(transpose ? B * H * D * Tk : 0);
+  const std::size_t ldt = transposed_ld<T>(Tk);
+  const PooledBuffer<T> kt_buf(transpose ? B * H * D * ldt : 0);
 #pragma omp parallel if (parallel)
   {
     PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq), m_new_buf(kBq), alpha_buf(kBq);  // per thread
@@ -126,7 +134,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
     if (transpose) {
 #pragma omp for schedule(static)
       for (long bh = 0; bh < long(B * H); ++bh)
-        transpose_rows(kt_buf.data() + std::size_t(bh) * D * Tk, Tk, k + std::size_t(bh) * cap * D, Tk, D);
+        transpose_rows(kt_buf.data() + std::size_t(bh) * D * ldt, ldt, k + std::size_t(bh) * cap * D, Tk, D);
     }
 #pragma omp for collapse(3) schedule(dynamic)
     for (long b = 0; b < long(B); ++b)
@@ -136,7 +144,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
           const std::size_t q0 = std::size_t(qb) * kBq, nq = std::min(kBq, Tq - q0);
           const T* Q = q + (bh * Tq + q0) * D;
           const T* K = k + bh * cap * D;
-          const T* Kt = transpose ? kt_buf.data() + bh * D * Tk : nullptr;
+          const T* Kt = transpose ? kt_buf.data() + bh * D * ldt : nullptr;
           const T* V = v + bh * cap * Dv;
           T* O = out + (bh * Tq + q0) * Dv;
           T* L = lse + bh * Tq + q0;
@@ -147,7 +155,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
-            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
+            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq, k0, nk, D);
             // Online softmax: the rows' new maxima, then alpha = exp(m - m_new), the factor that
             // rescales what was accumulated against the old maximum (0 when m was -inf), all rows
             // at once through the vectorised exp.
@@ -192,7 +200,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
                 std::fill(W + r * Tk + k0, W + r * Tk + k0 + nk, T(0));
               continue;
             }
-            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
+            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) {
               T* w = W + r * Tk + k0;
               row_exp_shift(w, S + r * kBk, nk, L[r]);
@@ -230,7 +238,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
     PooledBuffer<T> P_buf(kBq * kBk), G_buf(kBq * kBk), H_buf(drop ? kBq * kBk : 0), delta_buf(kBq);  // per thread
     // The head's K^T and V^T (D x Tk, Dv x Tk), transposed once per task (see gemm_abt).
     const bool transpose = needs_transpose(Tq);
-    PooledBuffer<T> kt_buf(transpose ? D * Tk : 0), vt_buf(transpose && need_ds ? Dv * Tk : 0);
+    const std::size_t ldt = transposed_ld<T>(Tk);
+    PooledBuffer<T> kt_buf(transpose ? D * ldt : 0), vt_buf(transpose && need_ds ? Dv * ldt : 0);
     T* Kt = transpose ? kt_buf.data() : nullptr;
     T* Vt = transpose && need_ds ? vt_buf.data() : nullptr;
     T* P = P_buf.data();  // P, then dS
@@ -249,8 +258,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
         if (dQ) std::fill(dQ, dQ + Tq * D, T(0));
         if (dK) std::fill(dK, dK + Tk * D, T(0));
         if (dV) std::fill(dV, dV + Tk * Dv, T(0));
-        if (Kt) transpose_rows(Kt, Tk, K, Tk, D);
-        if (Vt) transpose_rows(Vt, Tk, V, Tk, Dv);
+        if (Kt) transpose_rows(Kt, ldt, K, Tk, D);
+        if (Vt) transpose_rows(Vt, ldt, V, Tk, Dv);
 
         for (std::size_t qb = 0; qb < n_qblocks; ++qb) {
           const std::size_t q0 = qb * kBq, nq = std::min(kBq, Tq - q0);
@@ -267,7 +276,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
-            score_block(P, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, Tk, masks, scale, b, h, q0, nq, k0, nk, D);
+            score_block(P, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) row_exp_shift(P + r * kBk, P + r * kBk, nk, L[r]);
             const T* Pd = P;
             if (drop) {
@@ -278,7 +287,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
             if (dV)
               gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv, Dv);
             if (!need_ds) continue;
-            gemm_abt(dPd, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, Tk, nq, nk, Dv, T(1));
+            gemm_abt(dPd, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, ldt, nq, nk, Dv, T(1));
             for (std::size_t r = 0; r < nq; ++r) {  // P becomes dS
               T* p = P + r * kBk;
               const T* g = dPd + r * kBk;
