@@ -103,3 +103,26 @@ TEST_CASE("alloc: a training step in steady state makes no heap allocation" * do
         }
       }
 }
+
+TEST_CASE("alloc: requests that grow a little at a time reuse cached blocks (generation without the KV cache)" *
+          doctest::skip(kSanitize)) {
+  // A forward pass over a window one token longer each time: every tensor a few hundred bytes
+  // larger than the last. With exact-size free lists each of these missed the cache.
+  const std::uint64_t misses0 = pool::stats().system_allocations;
+  for (std::size_t t = 300; t < 364; ++t) {
+    PooledBuffer<float> a(t * 192), b(t * 768);  // (t, C) and (t, 4C) activations
+    a.data()[0] = b.data()[0] = 1.0f;
+  }
+  const std::uint64_t misses = pool::stats().system_allocations - misses0;
+  CHECK(misses <= 8);  // a new block only when a size passes into the next of 8 sizes per doubling
+  CHECK(misses >= 2);  // and the first time each size is met (the counter works)
+  // A block is at most 1/8 larger than the request.
+  pool::reset_peak();
+  const std::uint64_t before = pool::stats().in_use_bytes;
+  {
+    PooledBuffer<char> c(1000001);
+    CHECK(pool::stats().in_use_bytes - before >= 1000001);
+    CHECK(pool::stats().in_use_bytes - before <= 1000001 + 1000001 / 8);
+  }
+  CHECK(pool::stats().in_use_bytes == before);
+}

@@ -3,9 +3,11 @@
 /// The memory behind every qkv tensor: 64-byte aligned blocks from a caching pool.
 ///
 /// A training step allocates the same tensor sizes every step. The pool keeps freed blocks in
-/// exact-size free lists and hands them back on the next request, so that after the first step
+/// free lists by block size and hands them back on the next request, so that after the first step
 /// the steady state makes no calls to the system allocator for tensor data (bench_train reports
-/// it; tests/alloc checks it). Autograd nodes, index arrays, masks and per-call scratch vectors
+/// it; tests/alloc checks it). Block sizes are multiples of 64 bytes up to 4 KiB and 8 sizes per
+/// doubling above (at most 1/8 unused), so that slowly growing sizes (generation without the KV
+/// cache, one token longer each step) reuse blocks too. Autograd nodes, index arrays, masks and per-call scratch vectors
 /// use the pool too. Built with QKV_SANITIZE the pool is bypassed, so that AddressSanitizer sees
 /// every allocation and free.
 
@@ -27,9 +29,9 @@ struct Stats {
   std::uint64_t requests = 0;
   std::uint64_t system_allocations = 0;
   std::uint64_t cached_bytes = 0;
-  std::uint64_t in_use_bytes = 0;       ///< bytes of the blocks handed out and not yet returned
+  std::uint64_t in_use_bytes = 0;       ///< bytes of the blocks handed out and not yet returned (block sizes)
   std::uint64_t peak_in_use_bytes = 0;  ///< highest in_use_bytes since start or reset_peak()
-  std::uint64_t largest_request = 0;    ///< largest block requested since start or reset_peak()
+  std::uint64_t largest_request = 0;    ///< largest block handed out since start or reset_peak()
 };
 Stats stats();
 /// Restart peak_in_use_bytes (from the current in_use_bytes) and largest_request, to measure
