@@ -450,3 +450,46 @@ TEST_CASE("MultiHeadAttention: 1 and 2 threads give identical outputs and gradie
     return r;
   });
 }
+
+TEST_CASE("MultiHeadAttention: with nothing hooked the heads are read in place, bit for bit the hooked path") {
+  // No hook on q, k, v, z or the pattern: attention_heads reads the projections' heads in place
+  // (no split_heads, no merge_heads). An identity hook on hook_z forces the split / merge path;
+  // values and every gradient must agree bit for bit, in training with dropout and key padding.
+  MultiHeadAttentionOptions o;
+  o.embed_dim = 12;
+  o.num_heads = 3;
+  o.dropout = 0.2;
+  Generator gen(4);
+  MultiHeadAttention<float> m(o, gen);
+  m.train();
+  Generator drops(9);
+  m.set_generator(&drops);
+  const Array<float> x0 = test::random_array<float>({2, 7, 12}, 5), up = test::random_array<float>({2, 7, 12}, 6);
+  MultiHeadAttentionArgs<float> args;
+  args.key_padding_mask = KeyPaddingMask::ignore_where(Mask{{false, false, false, false, false, true, true},
+                                                            {false, false, false, false, false, false, false}});
+  args.is_causal = true;
+  auto run = [&](std::size_t* records) {
+    m.zero_grad();
+    drops.manual_seed(9);
+    Variable<float> x(x0, true);
+    const std::size_t before = autograd::Tape::current().size();
+    Variable<float> y = m.forward(x, x, x, args).output;
+    *records = autograd::Tape::current().size() - before;
+    y.backward(up);
+    std::vector<Array<float>> out{y.value(), x.grad()};
+    for (auto& [name, p] : m.named_parameters()) out.push_back(p.grad());
+    return out;
+  };
+  std::size_t in_place = 0, split = 0;
+  const auto a = run(&in_place);
+  const HookHandle h = m.add_forward_hook("hook_z", [](const Variable<float>& z) { return z; });
+  const auto b = run(&split);
+  m.remove_forward_hook(h);
+  CHECK(split == in_place + 4);  // three split_heads and a merge_heads
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(test::bitwise_equal(a[i], b[i]));
+  }
+}
