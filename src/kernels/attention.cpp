@@ -18,36 +18,25 @@ namespace {
 constexpr std::size_t kBq = 64;
 constexpr std::size_t kBk = 128;
 
-// Bt (D x rows, row stride ld) = B^T for B (rows x D, row stride ldb): a head's keys (values)
+// Bt (D x rows, row stride ld) = B^T for B (rows x D, rows of D values): a head's keys (values)
 // transposed once, so that every block product with them is a plain one (see gemm_abt).
 template <class T>
-void transpose_rows(T* Bt, std::size_t ld, const T* B, std::size_t ldb, std::size_t rows, std::size_t D) {
+void transpose_rows(T* Bt, std::size_t ld, const T* B, std::size_t rows, std::size_t D) {
   for (std::size_t d = 0; d < D; ++d)  // contiguous stores; the strided loads hit L1 after d = 0
-    for (std::size_t r = 0; r < rows; ++r) Bt[d * ld + r] = B[r * ldb + d];
+    for (std::size_t r = 0; r < rows; ++r) Bt[d * ld + r] = B[r * D + d];
 }
 
-// Rows (of n values, row stride ld) set to zero.
-template <class T>
-void zero_rows(T* p, std::size_t rows, std::size_t n, std::size_t ld) {
-  for (std::size_t r = 0; r < rows; ++r) std::fill(p + r * ld, p + r * ld + n, T(0));
-}
-
-// A layout with its defaults filled in: (B, H, T, D) contiguous when not given.
-inline HeadLayout resolved(HeadLayout l, std::size_t H, std::size_t T, std::size_t D) {
-  return l.row ? l : HeadLayout::bhtd(H, T, D);
-}
-
-// C (nq x nk, row stride kBk) = alpha A B^T for A (nq x D, row stride lda) and B (nk x D, row
-// stride ldb), given B also transposed: Bt (D x nk, row stride ldt). The product runs as A * Bt: OpenBLAS
+// C (nq x nk, row stride kBk) = alpha A B^T for A (nq x D) and B (nk x D), rows of D values,
+// given B also transposed: Bt (D x nk, row stride ldt). The product runs as A * Bt: OpenBLAS
 // 0.3.21 has small-matrix kernels for that layout but not for A B^T, which it packs (measured
 // alone at 32 x 32 x 16, the small model's block: 50 GFLOP/s, 62 with a transpose per block).
 // With fewer than 4 query rows (decoding with the KV cache) A B^T goes to BLAS as it is, and the
 // caller need not transpose (Bt may be null): the transpose would cost as much as the product.
 template <class T>
-void gemm_abt(T* C, const T* A, std::size_t lda, const T* B, std::size_t ldb, const T* Bt, std::size_t ldt,
-              std::size_t nq, std::size_t nk, std::size_t D, T alpha) {
-  if (nq < 4) return gemm_serial<T>(false, true, nq, nk, D, alpha, A, lda, B, ldb, T(0), C, kBk);
-  gemm_serial<T>(false, false, nq, nk, D, alpha, A, lda, Bt, ldt, T(0), C, kBk);
+void gemm_abt(T* C, const T* A, const T* B, const T* Bt, std::size_t ldt, std::size_t nq, std::size_t nk,
+              std::size_t D, T alpha) {
+  if (nq < 4) return gemm_serial<T>(false, true, nq, nk, D, alpha, A, D, B, D, T(0), C, kBk);
+  gemm_serial<T>(false, false, nq, nk, D, alpha, A, D, Bt, ldt, T(0), C, kBk);
 }
 
 // Whether any block of Tq queries has 4 rows or more, so that gemm_abt needs B transposed.
@@ -62,13 +51,12 @@ std::size_t transposed_ld(std::size_t Tk) { return Tk + 64 / sizeof(T); }
 
 // The block of scores for query rows q0..q0+nq and keys k0..k0+nk of head (b, h):
 // S = scale * Q K^T + bias, -inf where not allowed. S has row stride kBk; Q and K point at the
-// block's first row (row strides ldq, ldk), Kt at the block's first column of the head's K^T
-// (row stride ldt).
+// block's first row, Kt at the block's first column of the head's K^T (row stride ldt).
 template <class T>
-void score_block(T* S, const T* Q, std::size_t ldq, const T* K, std::size_t ldk, const T* Kt, std::size_t ldt,
-                 const AttentionMasks<T>& m, T scale, std::size_t b, std::size_t h, std::size_t q0, std::size_t nq,
-                 std::size_t k0, std::size_t nk, std::size_t D) {
-  gemm_abt(S, Q, ldq, K, ldk, Kt, ldt, nq, nk, D, scale);
+void score_block(T* S, const T* Q, const T* K, const T* Kt, std::size_t ldt, const AttentionMasks<T>& m,
+                 T scale, std::size_t b, std::size_t h, std::size_t q0, std::size_t nq, std::size_t k0,
+                 std::size_t nk, std::size_t D) {
+  gemm_abt(S, Q, K, Kt, ldt, nq, nk, D, scale);
   if (!m.allowed && !m.bias && !m.causal) return;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   if (!m.allowed && !m.bias) {  // causal only: each row's keys after i + offset, one run
@@ -118,12 +106,10 @@ template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv, const AttentionLayouts& layouts) {
+                       std::size_t Dv, std::size_t kv_capacity) {
   // q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv) -> out (B,H,Tq,Dv), lse (B,H,Tq),
-  // weights (B,H,Tq,Tk) when not null; q, k, v and out as their layouts say. One task per
-  // (b, h, block of kBq queries): each writes its own rows of out, lse and weights.
-  const HeadLayout lq = resolved(layouts.q, H, Tq, D), lk = resolved(layouts.k, H, Tk, D),
-                   lv = resolved(layouts.v, H, Tk, Dv), lo = resolved(layouts.out, H, Tq, Dv);
+  // weights (B,H,Tq,Tk) when not null. One task per (b, h, block of kBq queries): each writes
+  // its own rows of out, lse and weights.
   constexpr T kInf = std::numeric_limits<T>::infinity();
   const std::size_t n_qblocks = (Tq + kBq - 1) / kBq;
   const bool drop = dropout.p > 0;
@@ -132,6 +118,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   // Threads only for enough work (decoding one token of a small model is not: waking threads
   // would cost more than the whole call).
   const bool parallel = B * H * n_qblocks > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
+  const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
   // K^T of every head (B, H, D, Tk), shared by the tasks of its query blocks.
   const bool transpose = needs_transpose(Tq);
   const std::size_t ldt = transposed_ld<T>(Tk);
@@ -147,8 +134,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
     if (transpose) {
 #pragma omp for schedule(static)
       for (long bh = 0; bh < long(B * H); ++bh)
-        transpose_rows(kt_buf.data() + std::size_t(bh) * D * ldt, ldt,
-                       k + std::size_t(bh) / H * lk.batch + std::size_t(bh) % H * lk.head, lk.row, Tk, D);
+        transpose_rows(kt_buf.data() + std::size_t(bh) * D * ldt, ldt, k + std::size_t(bh) * cap * D, Tk, D);
     }
 #pragma omp for collapse(3) schedule(dynamic)
     for (long b = 0; b < long(B); ++b)
@@ -156,21 +142,20 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
         for (long qb = 0; qb < long(n_qblocks); ++qb) {
           const std::size_t bh = std::size_t(b) * H + std::size_t(h);
           const std::size_t q0 = std::size_t(qb) * kBq, nq = std::min(kBq, Tq - q0);
-          const T* Q = q + b * lq.batch + h * lq.head + q0 * lq.row;
-          const T* K = k + b * lk.batch + h * lk.head;
+          const T* Q = q + (bh * Tq + q0) * D;
+          const T* K = k + bh * cap * D;
           const T* Kt = transpose ? kt_buf.data() + bh * D * ldt : nullptr;
-          const T* V = v + b * lv.batch + h * lv.head;
-          T* O = out + b * lo.batch + h * lo.head + q0 * lo.row;
+          const T* V = v + bh * cap * Dv;
+          T* O = out + (bh * Tq + q0) * Dv;
           T* L = lse + bh * Tq + q0;
-          zero_rows(O, nq, Dv, lo.row);
+          std::fill(O, O + nq * Dv, T(0));
           std::fill(m, m + nq, -kInf);
           std::fill(l, l + nq, T(0));
           const std::size_t k_end = key_end(masks, q0, nq, Tk);
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
-            score_block(S, Q, lq.row, K + k0 * lk.row, lk.row, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq,
-                        k0, nk, D);
+            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq, k0, nk, D);
             // Online softmax: the rows' new maxima, then alpha = exp(m - m_new), the factor that
             // rescales what was accumulated against the old maximum (0 when m was -inf), all rows
             // at once through the vectorised exp.
@@ -189,15 +174,15 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
               l[r] = l[r] * alpha[r] + sum;  // the normaliser counts dropped weights too
               m[r] = m_new[r];
               if (alpha[r] != T(1))
-                for (T* o = O + r * lo.row; o != O + r * lo.row + Dv; ++o) *o *= alpha[r];
+                for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha[r];
               if (drop) dm.draws.apply(s, s, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
             }
-            gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * lv.row, lv.row, T(1), O, lo.row);
+            gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
           }
           for (std::size_t r = 0; r < nq; ++r) {
             if (l[r] > T(0)) {
               const T inv = T(1) / l[r];
-              for (T* o = O + r * lo.row; o != O + r * lo.row + Dv; ++o) *o *= inv;
+              for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= inv;
               L[r] = m[r] + std::log(l[r]);
             } else {
               L[r] = kInf;  // fully masked: O stayed 0, and exp(S - lse) = 0 in the backward
@@ -215,8 +200,7 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
                 std::fill(W + r * Tk + k0, W + r * Tk + k0 + nk, T(0));
               continue;
             }
-            score_block(S, Q, lq.row, K + k0 * lk.row, lk.row, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq,
-                        k0, nk, D);
+            score_block(S, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) {
               T* w = W + r * Tk + k0;
               row_exp_shift(w, S + r * kBk, nk, L[r]);
@@ -231,11 +215,9 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const AttentionMasks<T>& masks,
                         const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
-                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv,
-                        const AttentionLayouts& layouts) {
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv) {
   // dout, out (B,H,Tq,Dv), lse (B,H,Tq), q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv)
-  //   -> dq (B,H,Tq,D), dk (B,H,Tk,D), dv (B,H,Tk,Dv); dq laid out as q, dk as k, dv as v and
-  //   dout as out.
+  //   -> dq (B,H,Tq,D), dk (B,H,Tk,D), dv (B,H,Tk,Dv).
   // dK and dV sum over every query of a head, so one task is a whole (b, h): each thread owns
   // the dq, dk, dv slices it writes, and sums in a fixed order.
   //
@@ -243,10 +225,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   //   dV = Pd^T dO,  dPd = dO V^T,  dP = dPd * keep / (1 - p),
   //   dS = P * (dP - Delta) with Delta_i = sum_j P_ij dP_ij = sum_j Pd_ij dPd_ij = dO_i . O_i,
   //   and since P dP = P * keep / (1 - p) * dPd = Pd dPd, dS = Pd dPd - P Delta: the mask is
-  //   applied once (to P, for Pd), not again to dPd;
-  //   S = scale Q K^T (+ bias) gives dQ = scale dS K, dK = scale dS^T Q.
-  const HeadLayout lq = resolved(layouts.q, H, Tq, D), lk = resolved(layouts.k, H, Tk, D),
-                   lv = resolved(layouts.v, H, Tk, Dv), lo = resolved(layouts.out, H, Tq, Dv);
+  //   applied once (to P, for Pd), not again to dPd.
+  //   and S = scale Q K^T (+ bias) gives dQ = scale dS K, dK = scale dS^T Q.
   const bool drop = dropout.p > 0;
   const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
   const DropoutMask dm{dropout, H, Tq, Tk};
@@ -270,34 +250,33 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
     for (long b = 0; b < long(B); ++b)
       for (long h = 0; h < long(H); ++h) {
         const std::size_t bh = std::size_t(b) * H + std::size_t(h);
-        const T* K = k + b * lk.batch + h * lk.head;
-        const T* V = v + b * lv.batch + h * lv.head;
-        T* dQ = dq ? dq + b * lq.batch + h * lq.head : nullptr;
-        T* dK = dk ? dk + b * lk.batch + h * lk.head : nullptr;
-        T* dV = dv ? dv + b * lv.batch + h * lv.head : nullptr;
-        if (dQ) zero_rows(dQ, Tq, D, lq.row);
-        if (dK) zero_rows(dK, Tk, D, lk.row);
-        if (dV) zero_rows(dV, Tk, Dv, lv.row);
-        if (Kt) transpose_rows(Kt, ldt, K, lk.row, Tk, D);
-        if (Vt) transpose_rows(Vt, ldt, V, lv.row, Tk, Dv);
+        const T* K = k + bh * Tk * D;
+        const T* V = v + bh * Tk * Dv;
+        T* dQ = dq ? dq + bh * Tq * D : nullptr;
+        T* dK = dk ? dk + bh * Tk * D : nullptr;
+        T* dV = dv ? dv + bh * Tk * Dv : nullptr;
+        if (dQ) std::fill(dQ, dQ + Tq * D, T(0));
+        if (dK) std::fill(dK, dK + Tk * D, T(0));
+        if (dV) std::fill(dV, dV + Tk * Dv, T(0));
+        if (Kt) transpose_rows(Kt, ldt, K, Tk, D);
+        if (Vt) transpose_rows(Vt, ldt, V, Tk, Dv);
 
         for (std::size_t qb = 0; qb < n_qblocks; ++qb) {
           const std::size_t q0 = qb * kBq, nq = std::min(kBq, Tq - q0);
-          const T* Q = q + b * lq.batch + h * lq.head + q0 * lq.row;
-          const T* dO = dout + b * lo.batch + h * lo.head + q0 * lo.row;
-          const T* O = out + b * lo.batch + h * lo.head + q0 * lo.row;
+          const T* Q = q + (bh * Tq + q0) * D;
+          const T* dO = dout + (bh * Tq + q0) * Dv;
+          const T* O = out + (bh * Tq + q0) * Dv;
           const T* L = lse + bh * Tq + q0;
           for (std::size_t r = 0; r < nq; ++r) {
             T d = 0;
-            for (std::size_t c = 0; c < Dv; ++c) d += dO[r * lo.row + c] * O[r * lo.row + c];
+            for (std::size_t c = 0; c < Dv; ++c) d += dO[r * Dv + c] * O[r * Dv + c];
             delta[r] = d;
           }
           const std::size_t k_end = key_end(masks, q0, nq, Tk);
 
           for (std::size_t k0 = 0; k0 < k_end; k0 += kBk) {
             const std::size_t nk = std::min(kBk, k_end - k0);
-            score_block(P, Q, lq.row, K + k0 * lk.row, lk.row, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq,
-                        k0, nk, D);
+            score_block(P, Q, K + k0 * D, Kt ? Kt + k0 : nullptr, ldt, masks, scale, b, h, q0, nq, k0, nk, D);
             for (std::size_t r = 0; r < nq; ++r) row_exp_shift(P + r * kBk, P + r * kBk, nk, L[r]);
             const T* Pd = P;
             if (drop) {
@@ -306,9 +285,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
               Pd = G;
             }
             if (dV)
-              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, lo.row, T(1), dV + k0 * lv.row, lv.row);
+              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv, Dv);
             if (!need_ds) continue;
-            gemm_abt(dPd, dO, lo.row, V + k0 * lv.row, lv.row, Vt ? Vt + k0 : nullptr, ldt, nq, nk, Dv, T(1));
+            gemm_abt(dPd, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, ldt, nq, nk, Dv, T(1));
             for (std::size_t r = 0; r < nq; ++r) {  // P becomes dS
               T* p = P + r * kBk;
               const T* g = dPd + r * kBk;
@@ -323,24 +302,24 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
               }
             }
             if (dQ)
-              gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * lk.row, lk.row, T(1), dQ + q0 * lq.row,
-                             lq.row);
+              gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1),
+                             dQ + q0 * D, D);
             if (dK)
-              gemm_serial<T>(true, false, nk, D, nq, scale, P, kBk, Q, lq.row, T(1), dK + k0 * lk.row, lk.row);
+              gemm_serial<T>(true, false, nk, D, nq, scale, P, kBk, Q, D, T(1), dK + k0 * D, D);
           }
         }
       }
   }
 }
 
-#define QKV_INSTANTIATE(T)                                                                           \
-  template void attention_forward<T>(T*, T*, T*, const T*, const T*, const T*, const AttentionMasks<T>&,    \
-                                     const AttentionDropout&, T, std::size_t, std::size_t, std::size_t,     \
-                                     std::size_t, std::size_t, std::size_t, const AttentionLayouts&);      \
-  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*,        \
-                                      const T*, const AttentionMasks<T>&, const AttentionDropout&, T,       \
-                                      std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,      \
-                                      std::size_t, const AttentionLayouts&);
+#define QKV_INSTANTIATE(T)                                                                         \
+  template void attention_forward<T>(                                                              \
+      T*, T*, T*, const T*, const T*, const T*, const AttentionMasks<T>&, const AttentionDropout&, \
+      T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t); \
+  template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
+                                      const T*, const T*, const AttentionMasks<T>&,                \
+                                      const AttentionDropout&, T, std::size_t, std::size_t,        \
+                                      std::size_t, std::size_t, std::size_t, std::size_t);
 QKV_INSTANTIATE(float)
 QKV_INSTANTIATE(double)
 

@@ -119,31 +119,6 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   const std::size_t B = query.dim(0), Tk = key.dim(1);
   if (args.cache) return forward_cached(query, key, value, args);
 
-  AttentionMask<T> mask = args.attn_mask;
-  if (!args.key_padding_mask.empty()) {  // one boolean mask: keys allowed by both
-    mask = AttentionMask<T>::attend_where(allowed_keys(*args.key_padding_mask.ignored(), args.attn_mask.allowed(), B, Tk));
-    if (args.attn_mask.bias()) mask = mask.with_additive(*args.attn_mask.bias());
-  }
-  AttentionOptions opt;
-  opt.dropout_p = this->is_training() ? options_.dropout : 0.0;
-  opt.is_causal = args.is_causal;
-  opt.scale = options_.scale;
-  const bool pattern_hooked = hook_pattern->has_forward_hooks();
-  opt.need_weights = args.need_weights || pattern_hooked;
-  opt.impl = options_.impl;
-  opt.generator = generator_;
-
-  // Nothing to show per head (no hook on q, k, v, z or the pattern, no weights wanted) and no
-  // rotation: the kernel reads the heads of the projections in place and writes the merged
-  // output, with no split or merge copy (attention_heads, the same bits).
-  if (!opt.need_weights && !options_.rope && !hook_q->has_forward_hooks() && !hook_k->has_forward_hooks() &&
-      !hook_v->has_forward_hooks() && !hook_z->has_forward_hooks()) {
-    const Variable<T> q = w_q->forward(query), k = w_k->forward(key), v = w_v->forward(value);  // in this order
-    MultiHeadAttentionOutput<T> out;
-    out.output = (*hook_result)(w_o->forward(attention_heads(q, k, v, H, mask, opt)));
-    return out;
-  }
-
   // (B, T, H*D) -> (B, H, T, D), rotated by position when the layer uses rotary embeddings
   auto heads = [&](const Variable<T>& x, const Linear<T>& w) {
     Variable<T> h = split_heads(w.forward(x), H);
@@ -153,6 +128,20 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   Variable<T> k = (*hook_k)(heads(key, *w_k));
   Variable<T> v = (*hook_v)(split_heads(w_v->forward(value), H));
 
+  AttentionMask<T> mask = args.attn_mask;
+  if (!args.key_padding_mask.empty()) {  // one boolean mask: keys allowed by both
+    mask = AttentionMask<T>::attend_where(allowed_keys(*args.key_padding_mask.ignored(), args.attn_mask.allowed(), B, Tk));
+    if (args.attn_mask.bias()) mask = mask.with_additive(*args.attn_mask.bias());
+  }
+
+  AttentionOptions opt;
+  opt.dropout_p = this->is_training() ? options_.dropout : 0.0;
+  opt.is_causal = args.is_causal;
+  opt.scale = options_.scale;
+  const bool pattern_hooked = hook_pattern->has_forward_hooks();
+  opt.need_weights = args.need_weights || pattern_hooked;
+  opt.impl = options_.impl;
+  opt.generator = generator_;
   AttentionOutput<T> att = scaled_dot_product_attention(q, k, v, mask, opt);
   Variable<T> z = att.output;
   if (pattern_hooked) {

@@ -53,30 +53,28 @@ kernels::AttentionMasks<T> kernel_masks(const AttentionMask<T>& mask, bool causa
   return m;
 }
 
-// The fused kernel, q, k, v and the output laid out as `lay` says (default: (B, H, T, D)
-// contiguous; attention_heads: the heads of (B, T, H*D) tensors), the output of shape out_shape.
 template <class T>
 AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
                          const AttentionMask<T>& mask, const AttentionOptions& opt, const Dims& n,
-                         T scale, const kernels::AttentionLayouts& lay = {}, const Shape& out_shape = {}) {
+                         T scale) {
   kernels::AttentionDropout drop;
   if (opt.dropout_p > 0) {
     Generator& gen = opt.generator ? *opt.generator : default_generator();
     drop = {opt.dropout_p, gen.seed(), gen.reserve(n.B * n.H * n.Tq * n.Tk, DropoutDraws::kBlock)};
   }
-  Array<T> out = Array<T>::from_shape(out_shape.empty() ? Shape{n.B, n.H, n.Tq, n.Dv} : out_shape);
+  Array<T> out = Array<T>::from_shape({n.B, n.H, n.Tq, n.Dv});
   Array<T> lse = Array<T>::from_shape({n.B, n.H, n.Tq});
   Array<T> weights;
   if (opt.need_weights) weights = Array<T>::from_shape(n.scores());
   kernels::attention_forward<T>(out.data(), lse.data(), opt.need_weights ? weights.data() : nullptr,
                                 q.data(), k.data(), v.data(), kernel_masks(mask, opt.is_causal, opt.causal_offset, n),
-                                drop, scale, n.B, n.H, n.Tq, n.Tk, n.D, n.Dv, lay);
+                                drop, scale, n.B, n.H, n.Tq, n.Tk, n.D, n.Dv);
 
   AttentionOutput<T> result;
   if (opt.need_weights) result.weights = Variable<T>(std::move(weights));
   result.output = record_op<T>(
       kOp, std::move(out), needs_grad(q, k, v),
-      [q, k, v, mask, causal = opt.is_causal, offset = opt.causal_offset, drop, scale, n, lay, lse = std::move(lse)](const Array<T>& gout,
+      [q, k, v, mask, causal = opt.is_causal, offset = opt.causal_offset, drop, scale, n, lse = std::move(lse)](const Array<T>& gout,
                                                                                    const Array<T>& o) {
         // The kernel recomputes the weights block by block from the saved log-sum-exp and the
         // output o.
@@ -88,7 +86,7 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
             q.requires_grad() ? gq.data() : nullptr, k.requires_grad() ? gk.data() : nullptr,
             v.requires_grad() ? gv.data() : nullptr, gout.data(), q.data(), k.data(), v.data(),
             o.data(), lse.data(), kernel_masks(mask, causal, offset, n), drop, scale, n.B, n.H, n.Tq, n.Tk,
-            n.D, n.Dv, lay);
+            n.D, n.Dv);
         if (q.requires_grad()) q.accumulate_grad(std::move(gq), kOp);
         if (k.requires_grad()) k.accumulate_grad(std::move(gk), kOp);
         if (v.requires_grad()) v.accumulate_grad(std::move(gv), kOp);
@@ -149,49 +147,18 @@ kernels::Strides4 mask_strides(const Shape& shape, const Shape& target, const st
   return {strides[0], strides[1], strides[2], strides[3]};
 }
 
-namespace {
-
-// Validates the mask shapes and dropout_p; returns the scale.
-template <class T>
-T checked_scale(const AttentionMask<T>& mask, const AttentionOptions& options, const Dims& n, const char* op) {
-  kernel_masks(mask, options.is_causal, options.causal_offset, n);
-  if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
-    throw ValueError(std::string(op) + ": dropout_p must be in [0, 1), got " + std::to_string(options.dropout_p));
-  return options.scale ? T(*options.scale) : T(1.0 / std::sqrt(double(n.D)));
-}
-
-}  // namespace
-
 template <class T>
 AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k,
                                                 const Variable<T>& v, const AttentionMask<T>& mask,
                                                 const AttentionOptions& options) {
   const Dims n = check_shapes(q, k, v);
-  const T scale = checked_scale(mask, options, n, kOp);
+  kernel_masks(mask, options.is_causal, options.causal_offset, n);  // validates the mask shapes
+  if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
+    throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1), got " +
+                     std::to_string(options.dropout_p));
+  const T scale = options.scale ? T(*options.scale) : T(1.0 / std::sqrt(double(n.D)));
   return options.impl == AttentionImpl::Fused ? fused(q, k, v, mask, options, n, scale)
                                               : composite(q, k, v, mask, options, n, scale);
-}
-
-template <class T>
-Variable<T> attention_heads(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v, std::size_t H,
-                            const AttentionMask<T>& mask, const AttentionOptions& options) {
-  const Shape &sq = q.shape(), &sk = k.shape(), &sv = v.shape();
-  const bool ok = H > 0 && sq.size() == 3 && sk.size() == 3 && sv.size() == 3 && sk[0] == sq[0] && sv[0] == sq[0] &&
-                  sv[1] == sk[1] && sk[2] == sq[2] && sq[2] % H == 0 && sv[2] % H == 0;
-  if (!ok)
-    throw ShapeError("attention_heads: expected q (B, Tq, H*D), k (B, Tk, H*D), v (B, Tk, H*Dv) with H = " +
-                     std::to_string(H) + "; got q " + shape_str(sq) + ", k " + shape_str(sk) + ", v " + shape_str(sv));
-  if (options.need_weights)
-    throw ValueError("attention_heads: returns no weights (need_weights); use scaled_dot_product_attention");
-  if (options.impl == AttentionImpl::Composite)
-    return merge_heads(scaled_dot_product_attention(split_heads(q, H), split_heads(k, H), split_heads(v, H), mask, options)
-                           .output);
-  const Dims n{sq[0], H, sq[1], sk[1], sq[2] / H, sv[2] / H};
-  const T scale = checked_scale(mask, options, n, "attention_heads");
-  using kernels::HeadLayout;
-  const HeadLayout lq = HeadLayout::bthd(H, n.Tq, n.D), lv = HeadLayout::bthd(H, n.Tk, n.Dv);
-  return fused(q, k, v, mask, options, n, scale, {lq, HeadLayout::bthd(H, n.Tk, n.D), lv, HeadLayout::bthd(H, n.Tq, n.Dv)},
-               {n.B, n.Tq, H * n.Dv}).output;
 }
 
 template <class T>
@@ -214,23 +181,25 @@ Array<T> cached_attention(const Variable<T>& q, const Array<T>& k_cache, const A
   m.causal_offset = causal ? length - Tq : 0;
   Array<T> out = Array<T>::from_shape({B, H, Tq, Dv});
   Array<T> lse = Array<T>::from_shape({B, H, Tq});
-  kernels::AttentionLayouts layouts;
-  layouts.k = kernels::HeadLayout::bhtd(H, cap, D);
-  layouts.v = kernels::HeadLayout::bhtd(H, cap, Dv);
   kernels::attention_forward<T>(out.data(), lse.data(), nullptr, q.data(), k_cache.data(), v_cache.data(), m, {},
-                                scale ? T(*scale) : T(1.0 / std::sqrt(double(D))), B, H, Tq, length, D, Dv, layouts);
+                                scale ? T(*scale) : T(1.0 / std::sqrt(double(D))), B, H, Tq, length, D, Dv, cap);
   return out;
 }
 
-#define QKV_INSTANTIATE(T)                                                                                      \
-  template Array<T> cached_attention(const Variable<T>&, const Array<T>&, const Array<T>&, std::size_t, bool,     \
-                                     std::optional<double>);                                                       \
-  template Variable<T> attention_heads(const Variable<T>&, const Variable<T>&, const Variable<T>&, std::size_t,   \
-                                       const AttentionMask<T>&, const AttentionOptions&);                         \
-  template AttentionOutput<T> scaled_dot_product_attention(const Variable<T>&, const Variable<T>&, const Variable<T>&, \
-                                                           const AttentionMask<T>&, const AttentionOptions&);
-QKV_INSTANTIATE(float)
-QKV_INSTANTIATE(double)
-#undef QKV_INSTANTIATE
+template Array<float> cached_attention(const Variable<float>&, const Array<float>&, const Array<float>&, std::size_t, bool,
+                                       std::optional<double>);
+template Array<double> cached_attention(const Variable<double>&, const Array<double>&, const Array<double>&, std::size_t,
+                                        bool, std::optional<double>);
+
+template AttentionOutput<float> scaled_dot_product_attention(const Variable<float>&,
+                                                             const Variable<float>&,
+                                                             const Variable<float>&,
+                                                             const AttentionMask<float>&,
+                                                             const AttentionOptions&);
+template AttentionOutput<double> scaled_dot_product_attention(const Variable<double>&,
+                                                              const Variable<double>&,
+                                                              const Variable<double>&,
+                                                              const AttentionMask<double>&,
+                                                              const AttentionOptions&);
 
 }  // namespace qkv

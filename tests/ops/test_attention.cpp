@@ -7,7 +7,6 @@
 #include "qkv/autograd/gradcheck.hpp"
 #include "qkv/kernels/parallel.hpp"
 #include "qkv/ops/attention.hpp"
-#include "qkv/ops/shape.hpp"
 #include "qkv/tensor/allocator.hpp"
 #include "test_util.hpp"
 
@@ -271,95 +270,6 @@ TEST_CASE(
     CHECK(r.weights.requires_grad() == (impl == AttentionImpl::Composite));
     CHECK(r.output.requires_grad());
   }
-}
-
-namespace {
-
-// (B, H, T, D) -> (B, T, H*D): the layout of a projection's output.
-template <class T>
-Array<T> merged(const Array<T>& x) {
-  return merge_heads(Variable<T>(x)).value();
-}
-
-// attention_heads on the projections' layout against merge_heads(sdpa(split_heads(...))): values
-// and the gradients of q, k, v, bit for bit.
-template <class T>
-void check_heads_bitwise(const Case& c) {
-  Inputs<T> in = make_inputs<T>(c);
-  const Array<T> qm = merged(in.q), km = merged(in.k), vm = merged(in.v);
-  const Array<T> up = test::random_array<T>({c.B, c.Tq, c.H * c.Dv}, 9);
-  AttentionMask<T> mask = make_mask<T>(c);
-  std::vector<Array<T>> got[2];
-  for (int heads = 0; heads < 2; ++heads) {
-    Generator gen(5);
-    gen.reserve(3);
-    Variable<T> q(qm, true), k(km, true), v(vm, true);
-    const AttentionOptions o = make_options(c, AttentionImpl::Fused, &gen);
-    Variable<T> out = heads ? attention_heads(q, k, v, c.H, mask, o)
-                            : merge_heads(scaled_dot_product_attention(split_heads(q, c.H), split_heads(k, c.H),
-                                                                       split_heads(v, c.H), mask, o).output);
-    out.backward(up);
-    got[heads] = {out.value(), q.grad(), k.grad(), v.grad()};
-  }
-  for (std::size_t i = 0; i < 4; ++i) {
-    CAPTURE(i);
-    CHECK(test::bitwise_equal(got[0][i], got[1][i]));
-  }
-}
-
-}  // namespace
-
-TEST_CASE("attention_heads: the heads of (B, T, H x D) tensors in place, bit for bit the split / merge path") {
-  std::vector<Case> all = cases();
-  for (const Case& c : block_cases()) all.push_back(c);
-  for (int threads : {1, 2}) {
-    const int saved = num_threads();
-    set_num_threads(threads);
-    for (const Case& c : all) {
-      CAPTURE(threads);
-      CAPTURE(c.name);
-      check_heads_bitwise<double>(c);
-      check_heads_bitwise<float>(c);
-    }
-    set_num_threads(saved);
-  }
-  // The composite implementation runs the split / merge path itself.
-  Case c = sized(2, 2, 5, 6, 3, 4);
-  c.causal = true;
-  Inputs<double> in = make_inputs<double>(c);
-  const Array<double> qm = merged(in.q), km = merged(in.k), vm = merged(in.v);
-  const Variable<double> fused = attention_heads(Variable<double>(qm), Variable<double>(km), Variable<double>(vm), c.H, {},
-                                                 make_options(c, AttentionImpl::Fused, nullptr));
-  const Variable<double> comp = attention_heads(Variable<double>(qm), Variable<double>(km), Variable<double>(vm), c.H, {},
-                                                make_options(c, AttentionImpl::Composite, nullptr));
-  CHECK(comp.shape() == Shape{2, 5, 8});
-  CHECK(max_abs_diff(fused.value(), comp.value()) < 1e-12);
-}
-
-TEST_CASE("attention_heads: gradcheck, shape and option errors") {
-  Case c = sized(2, 2, 3, 4, 3, 2);
-  c.causal = c.bool_mask = true;
-  c.p = 0.2;
-  Inputs<double> in = make_inputs<double>(c);
-  AttentionMask<double> mask = make_mask<double>(c);
-  test::check_grad(
-      [&](const std::vector<Variable<double>>& x) {
-        Generator gen(3);
-        return attention_heads(x[0], x[1], x[2], c.H, mask, make_options(c, AttentionImpl::Fused, &gen));
-      },
-      {merged(in.q), merged(in.k), merged(in.v)});
-  const Variable<double> q(zeros<double>({2, 3, 6})), k(zeros<double>({2, 4, 6})), v(zeros<double>({2, 4, 4}));
-  CHECK_THROWS_WITH_AS(attention_heads(q, k, v, 4),
-                       "attention_heads: expected q (B, Tq, H*D), k (B, Tk, H*D), v (B, Tk, H*Dv) with H = 4; got q "
-                       "(2, 3, 6), k (2, 4, 6), v (2, 4, 4)",
-                       ShapeError);
-  CHECK_THROWS_AS(attention_heads(q, Variable<double>(zeros<double>({2, 5, 6})), v, 2), ShapeError);
-  AttentionOptions w;
-  w.need_weights = true;
-  CHECK_THROWS_AS(attention_heads(q, k, v, 2, {}, w), ValueError);
-  AttentionOptions bad;
-  bad.dropout_p = 1.0;
-  CHECK_THROWS_AS(attention_heads(q, k, v, 2, {}, bad), ValueError);
 }
 
 TEST_CASE("scaled_dot_product_attention: gradcheck of q, k, v, fused and composite") {

@@ -49,41 +49,25 @@ struct AttentionDropout {
   std::uint64_t first = 0;  ///< first counter, from Generator::reserve(B*H*Tq*Tk)
 };
 
-/// Where the heads of a (B, H, T, D) operand are: element (b, h, t, d) at
-/// b * batch + h * head + t * row + d (the D values of a row are contiguous).
-struct HeadLayout {
-  std::size_t batch = 0, head = 0, row = 0;  ///< all 0: (B, H, T, D) contiguous
-  /// (B, H, T, D) contiguous, or (B, H, capacity, D) of which T rows are read (a KV cache).
-  static HeadLayout bhtd(std::size_t H, std::size_t T, std::size_t D) { return {H * T * D, T * D, D}; }
-  /// The heads of a (B, T, H * D) tensor read in place: a projection's output, no split_heads copy.
-  static HeadLayout bthd(std::size_t H, std::size_t T, std::size_t D) { return {T * H * D, D, H * D}; }
-};
-/// The layouts of q, k, v and out (and of dq, dk, dv, dout in the backward); default: every one
-/// (B, H, T, D) contiguous. The results do not depend on the layouts (bitwise).
-struct AttentionLayouts {
-  HeadLayout q, k, v, out;
-};
-
 /// Forward.
-/// out (B, H, Tq, Dv), lse (B, H, Tq) contiguous, weights (B, H, Tq, Tk) contiguous or nullptr
-/// (then never computed); q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); q, k, v and out
-/// where `layouts` says (by default contiguous; a KV cache: HeadLayout::bhtd(H, capacity, D)).
-/// weights = Pd (after dropout, as PyTorch returns them).
+/// out (B, H, Tq, Dv), lse (B, H, Tq), weights (B, H, Tq, Tk) or nullptr (then never computed);
+/// q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); all contiguous row-major.
+/// weights = Pd (after dropout, as PyTorch returns them). kv_capacity > 0: k and v are caches
+/// (B, H, kv_capacity, D) and (B, H, kv_capacity, Dv) of which the first Tk rows per (b, h) are
+/// read (decoding with a KV cache); 0 means kv_capacity = Tk.
 template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv, const AttentionLayouts& layouts = {});
+                       std::size_t Dv, std::size_t kv_capacity = 0);
 
 /// Backward: writes (assigns, does not add) dq (B, H, Tq, D), dk (B, H, Tk, D), dv (B, H, Tk, Dv);
 /// any of them may be nullptr (not computed). dout, out (B, H, Tq, Dv) and lse (B, H, Tq) are the
-/// upstream gradient and the forward's outputs; the masks, dropout, scale and layouts those of the
-/// forward (dq is laid out as q, dk as k, dv as v, dout as out).
+/// upstream gradient and the forward's outputs; the masks, dropout and scale those of the forward.
 template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const AttentionMasks<T>& masks,
                         const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
-                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv,
-                        const AttentionLayouts& layouts = {});
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv);
 
 }  // namespace qkv::kernels

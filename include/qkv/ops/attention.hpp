@@ -128,18 +128,6 @@ AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Vari
                                                 const AttentionMask<T>& mask = {},
                                                 const AttentionOptions& options = {});
 
-/// Multi-head attention on the heads of (B, T, H*D) tensors (the outputs of the q, k, v
-/// projections), read in place: q (B, Tq, H*D), k (B, Tk, H*D), v (B, Tk, H*Dv) -> (B, Tq, H*Dv).
-/// The values and gradients of
-///   merge_heads(scaled_dot_product_attention(split_heads(q, H), split_heads(k, H), split_heads(v, H),
-///                                            mask, options).output)
-/// bit for bit, without the four head copies (and their gradients' copies) on the fused path;
-/// the composite one runs exactly that. ShapeError on mismatched shapes, ValueError with
-/// need_weights (no weights are returned: use scaled_dot_product_attention) or a bad dropout_p.
-template <class T>
-Variable<T> attention_heads(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v, std::size_t H,
-                            const AttentionMask<T>& mask = {}, const AttentionOptions& options = {});
-
 /// Attention of new queries over a KV cache, for decoding (inference: records nothing; throws
 /// Error when grad is enabled and q requires it). q (B, H, Tq, D); k_cache (B, H, capacity, D)
 /// and v_cache (B, H, capacity, Dv) of which the first `length` positions hold keys and values.
