@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,11 @@ struct StepCounts {
   std::uint64_t news = 0, system_allocations = 0, pool_requests = 0;
 };
 
-// Five training steps of a small encoder on the sort task: the counts of each step, after those
-// of building the model and the optimizer.
-std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int threads) {
+// Five training steps of a small encoder on the sort task, or of a decoder-only language model
+// reading the sort task's sequences as text (Positional::Learned or Rope): the counts of each
+// step, after those of building the model and the optimizer.
+std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int threads, bool decoder = false,
+                                    nn::Positional positional = nn::Positional::Learned) {
   const std::uint64_t setup = test::g_operator_new_calls.load();
   set_num_threads(threads);
   data::TaskOptions t;
@@ -54,13 +57,25 @@ std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int thre
   o.attn.dropout = dropout;
   o.max_len = t.length;
   o.attn.impl = impl;
+  if (decoder) {
+    o.arch = nn::Arch::Decoder;
+    o.positional = positional;
+  }
   Generator init(3);
-  nn::EncoderModel<float> model(t.vocab, t.vocab, o, init);
-  model.train();
-  const auto params = model.parameters();
+  std::unique_ptr<nn::Module<float>> model;
+  if (decoder)
+    model = std::make_unique<nn::DecoderModel<float>>(t.vocab, o, init);
+  else
+    model = std::make_unique<nn::EncoderModel<float>>(t.vocab, t.vocab, o, init);
+  auto forward = [&](const IndexArray& x) {
+    if (decoder) return static_cast<nn::DecoderModel<float>&>(*model).forward(x);
+    return static_cast<nn::EncoderModel<float>&>(*model).forward(x);
+  };
+  model->train();
+  const auto params = model->parameters();
   optim::AdamWOptions ao;
   ao.weight_decay = 0.01;
-  optim::AdamW<float> opt(model.named_parameters(), ao);
+  optim::AdamW<float> opt(model->named_parameters(), ao);
 
   std::vector<StepCounts> counts;
   counts.reserve(6);
@@ -70,7 +85,7 @@ std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int thre
     const pool::Stats p0 = pool::stats();
     {
       data::Batch b = data.next_train(8);
-      Variable<float> loss = cross_entropy(model.forward(b.inputs), b.targets, data::kIgnore);
+      Variable<float> loss = cross_entropy(forward(b.inputs), b.targets, data::kIgnore);
       loss.backward();
       optim::clip_grad_norm(params, 0.5);
       opt.step();
@@ -102,6 +117,24 @@ TEST_CASE("alloc: a training step in steady state makes no heap allocation" * do
           CHECK(counts[s].pool_requests > 0);  // tensors are allocated, from the pool's cache
         }
       }
+}
+
+TEST_CASE("alloc: a decoder language model's training step in steady state makes no heap allocation" *
+          doctest::skip(kSanitize)) {
+  for (auto positional : {nn::Positional::Learned, nn::Positional::Rope})
+    for (int threads : {1, 2}) {
+      const bool rope = positional == nn::Positional::Rope;
+      CAPTURE(rope);
+      CAPTURE(threads);
+      const std::vector<StepCounts> counts = train_steps(AttentionImpl::Fused, 0.1, threads, true, positional);
+      CHECK(counts[0].news > 0);
+      for (std::size_t s = 3; s < counts.size(); ++s) {
+        CAPTURE(s);
+        CHECK(counts[s].news == 0);
+        CHECK(counts[s].system_allocations == 0);
+        CHECK(counts[s].pool_requests > 0);
+      }
+    }
 }
 
 TEST_CASE("alloc: requests that grow a little at a time reuse cached blocks (generation without the KV cache)" *
