@@ -8,7 +8,6 @@
 
 #include <doctest/doctest.h>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,9 +35,38 @@ struct StepCounts {
   std::uint64_t news = 0, system_allocations = 0, pool_requests = 0;
 };
 
-// Five training steps of a small encoder on the sort task, or of a decoder-only language model
-// reading the sort task's sequences as text (Positional::Learned or Rope): the counts of each
-// step, after those of building the model and the optimizer.
+// Five training steps of `model` on `data`: the counts of each step, after those of building the
+// model (counted from `setup`) and the optimizer.
+template <class Model>
+std::vector<StepCounts> count_steps(Model& model, data::Dataset& data, std::uint64_t setup) {
+  model.train();
+  const auto params = model.parameters();
+  optim::AdamWOptions ao;
+  ao.weight_decay = 0.01;
+  optim::AdamW<float> opt(model.named_parameters(), ao);
+
+  std::vector<StepCounts> counts;
+  counts.reserve(6);
+  counts.push_back({test::g_operator_new_calls.load() - setup, 0, 0});
+  for (int step = 0; step < 5; ++step) {
+    const std::uint64_t n0 = test::g_operator_new_calls.load();
+    const pool::Stats p0 = pool::stats();
+    {
+      data::Batch b = data.next_train(8);
+      Variable<float> loss = cross_entropy(model.forward(b.inputs), b.targets, data::kIgnore);
+      loss.backward();
+      optim::clip_grad_norm(params, 0.5);
+      opt.step();
+      opt.zero_grad();
+    }
+    const pool::Stats p1 = pool::stats();
+    counts.push_back({test::g_operator_new_calls.load() - n0, p1.system_allocations - p0.system_allocations, p1.requests - p0.requests});
+  }
+  return counts;
+}
+
+// A small encoder on the sort task, or a decoder-only language model reading the sort task's
+// sequences as text (Positional::Learned or Rope), trained for five steps (count_steps).
 std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int threads, bool decoder = false,
                                     nn::Positional positional = nn::Positional::Learned) {
   const std::uint64_t setup = test::g_operator_new_calls.load();
@@ -57,45 +85,30 @@ std::vector<StepCounts> train_steps(AttentionImpl impl, double dropout, int thre
   o.attn.dropout = dropout;
   o.max_len = t.length;
   o.attn.impl = impl;
+  Generator init(3);
+  std::vector<StepCounts> counts;
   if (decoder) {
     o.arch = nn::Arch::Decoder;
     o.positional = positional;
-  }
-  Generator init(3);
-  std::unique_ptr<nn::Module<float>> model;
-  if (decoder)
-    model = std::make_unique<nn::DecoderModel<float>>(t.vocab, o, init);
-  else
-    model = std::make_unique<nn::EncoderModel<float>>(t.vocab, t.vocab, o, init);
-  auto forward = [&](const IndexArray& x) {
-    if (decoder) return static_cast<nn::DecoderModel<float>&>(*model).forward(x);
-    return static_cast<nn::EncoderModel<float>&>(*model).forward(x);
-  };
-  model->train();
-  const auto params = model->parameters();
-  optim::AdamWOptions ao;
-  ao.weight_decay = 0.01;
-  optim::AdamW<float> opt(model->named_parameters(), ao);
-
-  std::vector<StepCounts> counts;
-  counts.reserve(6);
-  counts.push_back({test::g_operator_new_calls.load() - setup, 0, 0});
-  for (int step = 0; step < 5; ++step) {
-    const std::uint64_t n0 = test::g_operator_new_calls.load();
-    const pool::Stats p0 = pool::stats();
-    {
-      data::Batch b = data.next_train(8);
-      Variable<float> loss = cross_entropy(forward(b.inputs), b.targets, data::kIgnore);
-      loss.backward();
-      optim::clip_grad_norm(params, 0.5);
-      opt.step();
-      opt.zero_grad();
-    }
-    const pool::Stats p1 = pool::stats();
-    counts.push_back({test::g_operator_new_calls.load() - n0, p1.system_allocations - p0.system_allocations, p1.requests - p0.requests});
+    nn::DecoderModel<float> model(t.vocab, o, init);
+    counts = count_steps(model, data, setup);
+  } else {
+    nn::EncoderModel<float> model(t.vocab, t.vocab, o, init);
+    counts = count_steps(model, data, setup);
   }
   set_num_threads(1);
   return counts;
+}
+
+// Steps 3, 4 and 5 (1 and 2 warm up) allocate tensors, all from the pool's cache.
+void check_steady_state(const std::vector<StepCounts>& counts) {
+  CHECK(counts[0].news > 0);  // the counter works: building the model allocates
+  for (std::size_t s = 3; s < counts.size(); ++s) {
+    CAPTURE(s);
+    CHECK(counts[s].news == 0);
+    CHECK(counts[s].system_allocations == 0);
+    CHECK(counts[s].pool_requests > 0);
+  }
 }
 
 }  // namespace
@@ -108,14 +121,7 @@ TEST_CASE("alloc: a training step in steady state makes no heap allocation" * do
         CAPTURE(attention);
         CAPTURE(dropout);
         CAPTURE(threads);
-        const std::vector<StepCounts> counts = train_steps(impl, dropout, threads);
-        CHECK(counts[0].news > 0);  // the counter works: building the model allocates
-        for (std::size_t s = 3; s < counts.size(); ++s) {  // steps 3, 4, 5 (1 and 2 warm up)
-          CAPTURE(s);
-          CHECK(counts[s].news == 0);
-          CHECK(counts[s].system_allocations == 0);
-          CHECK(counts[s].pool_requests > 0);  // tensors are allocated, from the pool's cache
-        }
+        check_steady_state(train_steps(impl, dropout, threads));
       }
 }
 
@@ -126,14 +132,7 @@ TEST_CASE("alloc: a decoder language model's training step in steady state makes
       const bool rope = positional == nn::Positional::Rope;
       CAPTURE(rope);
       CAPTURE(threads);
-      const std::vector<StepCounts> counts = train_steps(AttentionImpl::Fused, 0.1, threads, true, positional);
-      CHECK(counts[0].news > 0);
-      for (std::size_t s = 3; s < counts.size(); ++s) {
-        CAPTURE(s);
-        CHECK(counts[s].news == 0);
-        CHECK(counts[s].system_allocations == 0);
-        CHECK(counts[s].pool_requests > 0);
-      }
+      check_steady_state(train_steps(AttentionImpl::Fused, 0.1, threads, true, positional));
     }
 }
 
