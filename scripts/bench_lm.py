@@ -51,6 +51,7 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
+import machine  # noqa: E402
 from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info, isa,  # noqa: E402
                      page_fault_us)
 
@@ -710,6 +711,12 @@ def main(argv=None):
             p.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
                            help="glibc malloc of every process: reuse freed memory (default) or glibc's defaults")
     a = ap.parse_args(argv)
+    missing = [m for m in (machine.torch_missing("bench_lm"),
+                           machine.executable_missing("bench_lm", a.qkv, "the qkv binary", "make build (or pass --qkv)"))
+               if m]
+    if missing:
+        print("\n".join(missing), file=sys.stderr)
+        return 2
     global MALLOC
     MALLOC = getattr(a, "malloc", MALLOC)
     r = a.run(a)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Train the same encoder model in qkv and in PyTorch, one after the other, and compare tokens/s.
 
-    /usr/bin/python3 scripts/bench_vs_torch.py [--bench build/bench/bench_train] \
+    /usr/bin/python3 scripts/bench_vs_torch.py [--bench build-bench/bench/bench_train] \
         [--workloads small,medium,long] [--threads 1,2] [--runs 5] [--steps 20] [--warmup 5] \
         [--malloc reuse|default] [--json out.json]
 
@@ -41,6 +41,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_BENCH = next((p for p in (os.path.join(REPO, d, "bench", "bench_train") for d in ("build-bench", "build"))
+                      if os.path.exists(p)), os.path.join(REPO, "build-bench", "bench", "bench_train"))
 
 # name: (vocab, seq, d_model, heads, layers, d_ff, batch); same table as bench/bench_train.cpp.
 WORKLOADS = {
@@ -137,13 +141,16 @@ def torch_worker(args):
 
 
 def run_json(cmd, env):
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"bench_vs_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bench", default="build/bench/bench_train")
+    ap.add_argument("--bench", default=DEFAULT_BENCH,
+                    help="the bench_train binary (default: make bench's build-bench/bench/bench_train, else build/bench/)")
     ap.add_argument("--workloads", default="small,medium,long")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=5)
@@ -163,6 +170,14 @@ def main():
     if args.worker:
         args.threads = args.threads_n
         return torch_worker(args)
+
+    missing = [m for m in (machine.torch_missing("bench_vs_torch") if args.only != "qkv" else None,
+                           machine.executable_missing("bench_vs_torch", args.bench, "the benchmark binary",
+                                                      "make bench (or pass --bench)")
+                           if args.only != "torch" else None) if m]
+    if missing:
+        print("\n".join(missing), file=sys.stderr)
+        return 2
 
     cpu, flags = machine.cpu_info()
     core, core_source = machine.blas_coretype(flags)
@@ -231,4 +246,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -3,7 +3,9 @@ them (qkv chooses its kernel the same way: src/kernels/blas.cpp), and the enviro
 of a comparison with PyTorch run in. Every comparison gives PyTorch's OpenBLAS the same kernel as
 qkv's, since Debian's OpenBLAS 0.3.21 misdetects some of these CPUs and a machine may export an
 OPENBLAS_CORETYPE that does not fit its CPU (Haswell on an AVX-512 one)."""
+import importlib.util
 import os
+import sys
 
 
 def cpu_info():
@@ -105,3 +107,19 @@ def page_fault_us(megabytes=64):
         best = min(best, time.perf_counter() - t)
         m.close()
     return best * 1e6 / (n // 4096)
+
+
+def torch_missing(tool, find_spec=importlib.util.find_spec):
+    """None if this Python imports torch, else the message `tool` exits with: the comparisons
+    need Debian's python3-torch, which `make test` does not install."""
+    if find_spec("torch") is not None:
+        return None
+    return (f"{tool}: PyTorch is not installed for this Python ({sys.executable}); the comparisons use "
+            "Debian's python3-torch: scripts/install-deps.sh --python, then run the script with /usr/bin/python3")
+
+
+def executable_missing(tool, path, what, how):
+    """None if `path` is an executable file, else a message naming it, what it is and how to build it."""
+    if os.path.isfile(path) and os.access(path, os.X_OK):
+        return None
+    return f"{tool}: {what} {path} not found or not executable; build it with {how}"

@@ -43,6 +43,14 @@ check("qkv's side: no thread variables", ("OMP_NUM_THREADS" in env, env["OMP_WAI
 check("malloc default: no tunables", "GLIBC_TUNABLES" in env, False)
 check("a page fault costs a positive time", machine.page_fault_us(4) > 0, True)
 
+msg = machine.torch_missing("bench_x", find_spec=lambda name: None)
+check("no torch: the message names the tool and the install command",
+      msg is not None and msg.startswith("bench_x: PyTorch is not installed") and "install-deps.sh --python" in msg, True)
+check("torch found: no message", machine.torch_missing("bench_x", find_spec=lambda name: object()), None)
+msg = machine.executable_missing("bench_x", "/nonexistent/bench_train", "the benchmark binary", "make bench")
+check("a missing binary: path and how to build it", "/nonexistent/bench_train" in msg and "make bench" in msg, True)
+check("an executable: no message", machine.executable_missing("bench_x", sys.executable, "python", "-"), None)
+
 for f in failures:
     print("FAIL", f)
 print(f"test_machine: {len(failures)} failure(s)")
