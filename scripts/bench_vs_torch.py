@@ -154,7 +154,7 @@ def main():
     ap.add_argument("--workloads", default="small,medium,long")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=0, help="timed steps per process (0: per-workload default)")
+    ap.add_argument("--steps", type=int, default=0, help="timed steps per process (0: per-workload default: small 200, medium 8, long 40)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
                     help="glibc malloc of both processes: reuse freed memory (default) or glibc's defaults")
@@ -182,7 +182,9 @@ def main():
     cpu, flags = machine.cpu_info()
     core, core_source = machine.blas_coretype(flags)
     fault_us = machine.page_fault_us()
-    default_steps = {"small": 40, "medium": 8, "long": 8}
+    # Timed steps: at least about 2 s of qkv's time per process at 1 thread (a window under a
+    # second, as 40 small or 8 long steps were, spread qkv's small rounds over 110k-142k tokens/s).
+    default_steps = {"small": 200, "medium": 8, "long": 40}
     rows, records = [], []
     for wl in args.workloads.split(","):
         for n in [int(x) for x in args.threads.split(",")]:
