@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 from bench_vs_torch import make_torch_model  # noqa: E402
 
 
@@ -91,6 +92,12 @@ def main():
     ap.add_argument("--count", type=int, default=4)
     ap.add_argument("--tol", type=float, default=1e-4)
     args = ap.parse_args()
+    missing = [m for m in (machine.torch_missing("bench_parity"),
+                           machine.executable_missing("bench_parity", args.qkv, "the qkv binary", "make build (or pass --qkv)"))
+               if m]
+    if missing:
+        print("\n".join(missing), file=sys.stderr)
+        return 2
     tmp = tempfile.mkdtemp(prefix="qkv_parity_")
     ckpt = args.checkpoint
     if not ckpt:
@@ -116,4 +123,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
