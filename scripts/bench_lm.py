@@ -711,11 +711,8 @@ def main(argv=None):
             p.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
                            help="glibc malloc of every process: reuse freed memory (default) or glibc's defaults")
     a = ap.parse_args(argv)
-    missing = [m for m in (machine.torch_missing("bench_lm"),
-                           machine.executable_missing("bench_lm", a.qkv, "the qkv binary", "make build (or pass --qkv)"))
-               if m]
-    if missing:
-        print("\n".join(missing), file=sys.stderr)
+    if machine.report_missing(machine.torch_missing("bench_lm"),
+                              machine.executable_missing("bench_lm", a.qkv, "the qkv binary", "make build (or pass --qkv)")):
         return 2
     global MALLOC
     MALLOC = getattr(a, "malloc", MALLOC)

@@ -92,11 +92,9 @@ def main():
     ap.add_argument("--count", type=int, default=4)
     ap.add_argument("--tol", type=float, default=1e-4)
     args = ap.parse_args()
-    missing = [m for m in (machine.torch_missing("bench_parity"),
-                           machine.executable_missing("bench_parity", args.qkv, "the qkv binary", "make build (or pass --qkv)"))
-               if m]
-    if missing:
-        print("\n".join(missing), file=sys.stderr)
+    if machine.report_missing(machine.torch_missing("bench_parity"),
+                              machine.executable_missing("bench_parity", args.qkv, "the qkv binary",
+                                                         "make build (or pass --qkv)")):
         return 2
     tmp = tempfile.mkdtemp(prefix="qkv_parity_")
     ckpt = args.checkpoint

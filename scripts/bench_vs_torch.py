@@ -171,12 +171,9 @@ def main():
         args.threads = args.threads_n
         return torch_worker(args)
 
-    missing = [m for m in (machine.torch_missing("bench_vs_torch") if args.only != "qkv" else None,
-                           machine.executable_missing("bench_vs_torch", args.bench, "the benchmark binary",
-                                                      "make bench (or pass --bench)")
-                           if args.only != "torch" else None) if m]
-    if missing:
-        print("\n".join(missing), file=sys.stderr)
+    if machine.report_missing(machine.torch_missing("bench_vs_torch") if args.only != "qkv" else None,
+                              machine.executable_missing("bench_vs_torch", args.bench, "the benchmark binary",
+                                                         "make bench (or pass --bench)") if args.only != "torch" else None):
         return 2
 
     cpu, flags = machine.cpu_info()

@@ -123,3 +123,12 @@ def executable_missing(tool, path, what, how):
     if os.path.isfile(path) and os.access(path, os.X_OK):
         return None
     return f"{tool}: {what} {path} not found or not executable; build it with {how}"
+
+
+def report_missing(*messages):
+    """Prints the messages that are not None to stderr, one per line; True if there was one (the
+    caller then exits with status 2)."""
+    found = [m for m in messages if m]
+    for m in found:
+        print(m, file=sys.stderr)
+    return bool(found)

@@ -50,6 +50,8 @@ check("torch found: no message", machine.torch_missing("bench_x", find_spec=lamb
 msg = machine.executable_missing("bench_x", "/nonexistent/bench_train", "the benchmark binary", "make bench")
 check("a missing binary: path and how to build it", "/nonexistent/bench_train" in msg and "make bench" in msg, True)
 check("an executable: no message", machine.executable_missing("bench_x", sys.executable, "python", "-"), None)
+check("report_missing: nothing missing", machine.report_missing(None, None), False)
+check("report_missing: one message", machine.report_missing(None, "test_machine: (a message printed on purpose)"), True)
 
 for f in failures:
     print("FAIL", f)
