@@ -51,9 +51,8 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
-import machine  # noqa: E402
-from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info, isa,  # noqa: E402
-                     page_fault_us)
+from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
+                     executable_missing, isa, page_fault_us, report_missing, torch_missing)
 
 CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
 MALLOC = "reuse"  # --malloc
@@ -711,8 +710,8 @@ def main(argv=None):
             p.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
                            help="glibc malloc of every process: reuse freed memory (default) or glibc's defaults")
     a = ap.parse_args(argv)
-    if machine.report_missing(machine.torch_missing("bench_lm"),
-                              machine.executable_missing("bench_lm", a.qkv, "the qkv binary", "make build (or pass --qkv)")):
+    if report_missing(torch_missing("bench_lm"),
+                      executable_missing("bench_lm", a.qkv, "the qkv binary", "make build (or pass --qkv)")):
         return 2
     global MALLOC
     MALLOC = getattr(a, "malloc", MALLOC)
