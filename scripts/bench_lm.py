@@ -31,7 +31,10 @@ CPU's features, SkylakeX with AVX-512, else Haswell with AVX2 and FMA; QKV_BLAS_
 and the same glibc malloc settings (--malloc reuse, the default: freed memory is reused, not
 returned to the kernel; machine.MALLOC_TUNABLES says why). Output names the CPU, its ISA, qkv's
 BLAS kernel (`qkv info`), what torch reports (parallel_info, the OpenBLAS core it runs), the malloc
-setting and the cost of a page fault.
+setting, the cost of a page fault, the CPUs of each thread count (a process with fewer threads than
+the machine has CPUs is pinned to the first ones, both sides alike: machine.pinned_cpus) and the
+machine's parallel capacity before and after the runs (machine.parallel_capacity, with a warning
+when the CPUs cannot all run at full speed at once).
 """
 import argparse
 import csv
@@ -51,8 +54,9 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
-from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
-                     executable_missing, isa, page_fault_us, report_missing, torch_missing)
+from machine import (MALLOC_TUNABLES, blas_coretype, capacity_line, comparison_env, cpu_info,  # noqa: E402
+                     cpus_text, executable_missing, isa, page_fault_us, parallel_capacity, pin_to,
+                     pinned_cpus, report_missing, torch_missing)
 
 CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
 MALLOC = "reuse"  # --malloc
@@ -90,12 +94,17 @@ def torch_blas():
     return info
 
 
-def print_machine(qkv, twin_info, threads):
+def print_machine(qkv, twin_info, threads, capacity, thread_counts):
+    """The header of every table; `capacity` = {"before": .., "after": ..} of parallel_capacity."""
     name, flags = cpu_info()
     print(f"CPU: {name} ({isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: {CORE or 'unset'} "
           f"({CORE_SOURCE})")
     print(f"malloc: {MALLOC}" + (f" (GLIBC_TUNABLES={MALLOC_TUNABLES})" if MALLOC == "reuse" else "")
           + f"; a page fault costs {page_fault_us():.1f} us here")
+    for when, cap in capacity.items():
+        print(capacity_line(cap, when + " the runs"))
+    print("CPUs of each thread count (both sides): "
+          + "; ".join(f"{n} thread(s) {cpus_text(pinned_cpus(n))}" for n in thread_counts))
     print(f"qkv BLAS: {qkv_blas(qkv)}")
     print(f"PyTorch {twin_info['torch']}: OPENBLAS_CORETYPE={twin_info['OPENBLAS_CORETYPE']}, OpenBLAS "
           f"{twin_info['openblas']}, MKL {'yes' if twin_info['mkl'] else 'no'}, BLAS_INFO {','.join(twin_info['blas_info'])}")
@@ -266,7 +275,8 @@ def worker_generate(a):
 
 def run_worker(kind, threads, *args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--threads-n", str(threads), *map(str, args)]
-    r = subprocess.run(cmd, env=twin_env(threads), capture_output=True, text=True)
+    r = subprocess.run(cmd, env=twin_env(threads), capture_output=True, text=True,
+                       preexec_fn=pin_to(pinned_cpus(threads)))
     if r.returncode != 0:
         sys.exit(f"bench_lm: the PyTorch twin failed ({' '.join(cmd)}):\n{r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -281,7 +291,8 @@ def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
     metrics = os.path.join(out, "metrics.csv")
     if os.path.exists(metrics):
         os.remove(metrics)
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qkv_env())
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qkv_env(),
+                         preexec_fn=pin_to(pinned_cpus(threads)))
     if seconds is not None:
         started = None
         while p.poll() is None:
@@ -325,6 +336,7 @@ def cmd_speed(a):
     sets = a.set + [f"train.steps={2 * N}", f"train.log_every={N}", f"train.eval_every={2 * N}", f"schedule.warmup_steps={N}",
                     "train.checkpoint_every=1000000000", "train.diagnostics=false", "train.target_accuracy=0"]
     results, info = {n: {"qkv": [], "torch": []} for n in threads}, {}
+    capacity = {"before": parallel_capacity(CORE)}
     with tempfile.TemporaryDirectory(prefix="bench_lm-") as tmp:
         for r in range(a.rounds):
             for n in threads:
@@ -344,7 +356,8 @@ def cmd_speed(a):
                       file=sys.stderr, flush=True)
         cfg = resolved_config(os.path.join(tmp, f"qkv-{threads[0]}"))
     m, tk = cfg["model"], cfg["task"]
-    print_machine(a.qkv, info[threads[-1]], threads[-1])
+    capacity["after"] = parallel_capacity(CORE)
+    print_machine(a.qkv, info[threads[-1]], threads[-1], capacity, threads)
     print(f"\n{a.config}: {m['arch']} C={m['d_model']} H={m['heads']} L={m['layers']} d_ff={m['d_ff']} "
           f"{m['positional']}, task {tk['name']} T={tk['length']}, batch {cfg['train']['batch_size']}; "
           f"{q_params} parameters (both); {2 * N} steps, the last {N} timed; {a.rounds} interleaved rounds, medians")
@@ -369,7 +382,8 @@ def cmd_speed(a):
                   f"{median(results[threads[-1]][fw]) / median(results[threads[0]][fw]):.2f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0]}, f, indent=1)
+            json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0],
+                       "parallel_capacity": {k: v[0] for k, v in capacity.items()}}, f, indent=1)
     return table
 
 
@@ -420,6 +434,7 @@ def cmd_curve(a):
     if a.eval_every:
         sets.append(f"train.eval_every={a.eval_every}")
     run = os.path.join(a.out, "qkv-run")
+    capacity = {"before": parallel_capacity(CORE)}
     print(f"qkv: training for {a.seconds:g} s ...", file=sys.stderr, flush=True)
     q_rows = run_qkv_train(a.qkv, a.config, run, a.threads, sets, a.seconds)
     cfg = resolved_config(run)
@@ -429,6 +444,7 @@ def cmd_curve(a):
     print(f"PyTorch twin: training for {a.seconds:g} s ...", file=sys.stderr, flush=True)
     t = run_worker("curve", a.threads, "--run", run, "--seconds", a.seconds)
     torch_rows = t["rows"]
+    capacity["after"] = parallel_capacity(CORE)
     write_csv(os.path.join(a.out, "qkv.csv"), qkv_rows)
     write_csv(os.path.join(a.out, "torch.csv"), torch_rows)
 
@@ -450,7 +466,7 @@ def cmd_curve(a):
              f"{name} ({isa(flags)})")
     plot(os.path.join(a.out, "curve.png"), [("qkv (C++)", qkv_rows), ("PyTorch twin", torch_rows)], title, a.logx)
 
-    print_machine(a.qkv, t["info"], a.threads)
+    print_machine(a.qkv, t["info"], a.threads, capacity, [a.threads])
     m = cfg["model"]
     print(f"\n{a.config}: {m['arch']} C={m['d_model']} H={m['heads']} L={m['layers']} d_ff={m['d_ff']} "
           f"{m['positional']}, T={T}, batch {B}, schedule over {cfg['train']['steps']} steps, eval every "
@@ -480,6 +496,7 @@ def cmd_curve(a):
     print(f"\nwrote {a.out}/qkv.csv, {a.out}/torch.csv, {a.out}/curve.png")
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump({"summary": summary, "checks": checks, "cpu": name, "isa": isa(flags), "threads": a.threads,
+                   "parallel_capacity": {k: v[0] for k, v in capacity.items()},
                    "seconds": a.seconds, "torch_info": t["info"]}, f, indent=1)
     return summary, checks
 
@@ -489,7 +506,7 @@ def cmd_curve(a):
 def qkv_generate(qkv, ckpt, prompt, tokens, threads, cache):
     cmd = [qkv, "generate", ckpt, "--ids", "--prompt", " ".join(map(str, prompt)), "--temperature", "0",
            "--max-tokens", str(tokens), "--threads", str(threads)] + ([] if cache else ["--no-cache"])
-    r = subprocess.run(cmd, capture_output=True, text=True, env=qkv_env())
+    r = subprocess.run(cmd, capture_output=True, text=True, env=qkv_env(), preexec_fn=pin_to(pinned_cpus(threads)))
     m = re.search(r"([0-9.]+) tokens/s", r.stderr)
     if r.returncode != 0 or not m:
         sys.exit(f"bench_lm: {' '.join(cmd[:3])} ... failed (exit {r.returncode}):\n{r.stderr}")
@@ -518,6 +535,7 @@ def cmd_generate(a):
     # res[(context, threads, framework, cache, new tokens)] = [tokens/s per round]; the 1-token runs
     # time the prefill (and one token), subtracted for the decoding rate.
     res, info_t, same = {}, {}, True
+    capacity = {"before": parallel_capacity(CORE)}
     for r in range(a.rounds):
         for n in threads:
             for job in jobs:
@@ -532,7 +550,8 @@ def cmd_generate(a):
                 res.setdefault((run["context"], n, "torch", run["cache"], run["tokens"]), []).append(run["tokens_per_s"])
                 same = same and run["ids"] == res[("ids", run["context"], run["tokens"])]
             print(f"  round {r + 1}, {n} thread(s) done", file=sys.stderr, flush=True)
-    print_machine(a.qkv, info_t[threads[-1]], threads[-1])
+    capacity["after"] = parallel_capacity(CORE)
+    print_machine(a.qkv, info_t[threads[-1]], threads[-1], capacity, threads)
     print(f"\n{a.checkpoint}: context {C}, V {V}; greedy, N = {a.tokens} new tokens (and 1) after a prompt of "
           f"max(1, context - 1) tokens; {a.rounds} rounds, medians; the twin's tokens "
           f"{'equal' if same else 'DIFFER from'} qkv's")
@@ -565,7 +584,8 @@ def cmd_generate(a):
                       f"{f(qc / qn, 1)} / {f(tc / tn, 1)} |")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": rows, "same_tokens": same, "torch_info": info_t, "cpu": cpu_info()[0]}, f, indent=1)
+            json.dump({"rows": rows, "same_tokens": same, "torch_info": info_t, "cpu": cpu_info()[0],
+                       "parallel_capacity": {k: v[0] for k, v in capacity.items()}}, f, indent=1)
     return rows, same
 
 

@@ -26,8 +26,13 @@ of the same level) for the OpenBLAS it calls (Debian's torch uses the system lib
 --malloc reuse (the default), glibc malloc set to keep and reuse freed memory (machine.MALLOC_TUNABLES:
 PyTorch allocates every activation with malloc, and where page faults are slow, 14 us each on the
 2026-12-04 machine, returning memory to the kernel costs it 1.4-6x). Both processes get the same
-environment. The table's header names the CPU, its ISA, both processes' OpenBLAS kernels, the malloc
-setting and the measured cost of a page fault.
+environment and the same CPUs: a process with fewer threads than the machine has CPUs is pinned to
+the first ones (machine.pinned_cpus: the vCPUs of a VM need not run at the same speed), one with as
+many is not pinned. The table's header names the CPU, its ISA, both processes' OpenBLAS kernels, the
+malloc setting, the measured cost of a page fault, the CPUs of each thread count and the machine's
+parallel capacity before and after the rounds (machine.parallel_capacity: how many CPUs' worth of
+single-threaded sgemm work all CPUs do at once, with a warning when it is under 0.8 of their number,
+where rows at more than one thread say nothing about either framework's scaling).
 """
 import argparse
 import json
@@ -140,8 +145,8 @@ def torch_worker(args):
                       "params": sum(q.numel() for q in params), "torch": torch.__version__}))
 
 
-def run_json(cmd, env):
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+def run_json(cmd, env, cpus=None):
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, preexec_fn=machine.pin_to(cpus))
     if r.returncode != 0:
         sys.exit(f"bench_vs_torch: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr}")
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -179,6 +184,7 @@ def main():
     cpu, flags = machine.cpu_info()
     core, core_source = machine.blas_coretype(flags)
     fault_us = machine.page_fault_us()
+    capacity = {"before": machine.parallel_capacity(core)}
     # Timed steps: at least about 2 s of qkv's time per process at 1 thread (a window under a
     # second, as 40 small or 8 long steps were, spread qkv's small rounds over 110k-142k tokens/s).
     default_steps = {"small": 200, "medium": 8, "long": 40}
@@ -188,15 +194,16 @@ def main():
             steps = args.steps or default_steps[wl]
             q_env = machine.comparison_env(core, args.malloc)
             t_env = machine.comparison_env(core, args.malloc, threads=n)
+            cpus = machine.pinned_cpus(n)
             common = ["--workload", wl, "--steps", str(steps), "--warmup", str(args.warmup),
                       "--dropout", str(args.dropout), "--seed", str(args.seed)]
             q_runs, t_runs = [], []
             for _ in range(args.runs):
                 if args.only != "torch":
-                    q_runs.append(run_json([args.bench, "--threads", str(n)] + common, q_env))
+                    q_runs.append(run_json([args.bench, "--threads", str(n)] + common, q_env, cpus))
                 if args.only != "qkv":
                     t_runs.append(run_json([sys.executable, os.path.abspath(__file__), "--worker", "torch",
-                                            "--threads-n", str(n)] + common, t_env))
+                                            "--threads-n", str(n)] + common, t_env, cpus))
                 last = (q_runs[-1:] + t_runs[-1:])
                 print("  " + "  ".join(f"{r['framework']} {r['tokens_per_s']:.0f}" for r in last),
                       file=sys.stderr, flush=True)
@@ -218,13 +225,18 @@ def main():
                   f"{row['torch_rss_mib']:.0f} MiB (after import {row['torch_baseline_rss_mib']:.0f})",
                   file=sys.stderr, flush=True)
 
+    capacity["after"] = machine.parallel_capacity(core)
     kernel = lambda fw: next((r["blas"] for r in records if r["framework"] == fw and "blas" in r), "not run")
     print(f"CPU: {cpu} ({machine.isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: "
           f"{core or 'unset'} ({core_source})")
     print(f"qkv BLAS: {kernel('qkv')}")
     print(f"PyTorch BLAS: {kernel('torch')}")
     print(f"malloc: {args.malloc}" + (f" (GLIBC_TUNABLES={machine.MALLOC_TUNABLES})" if args.malloc == "reuse" else "")
-          + f"; a page fault costs {fault_us:.1f} us here\n")
+          + f"; a page fault costs {fault_us:.1f} us here")
+    for when, cap in capacity.items():
+        print(machine.capacity_line(cap, when + " the rounds"))
+    print("CPUs of each thread count (both sides): " + "; ".join(
+        f"{n} thread(s) {machine.cpus_text(machine.pinned_cpus(n))}" for n in [int(x) for x in args.threads.split(",")]) + "\n")
     print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | per-round range | qkv peak RSS MiB | "
           "PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -241,7 +253,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "isa": machine.isa(flags), "openblas_coretype": core, "coretype_source": core_source,
-                       "malloc": args.malloc, "page_fault_us": fault_us, "rows": rows, "records": records}, f, indent=1)
+                       "malloc": args.malloc, "page_fault_us": fault_us,
+                       "parallel_capacity": {k: v[0] for k, v in capacity.items()}, "rows": rows, "records": records}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -109,6 +109,74 @@ def page_fault_us(megabytes=64):
     return best * 1e6 / (n // 4096)
 
 
+def pinned_cpus(threads, available=None):
+    """The CPUs a benchmark process with `threads` threads is pinned to: the first `threads` of the
+    CPUs this process may run on (`available`, default os.sched_getaffinity(0)), or None (not pinned)
+    when it would have them all. Both sides of a comparison run on the same CPUs: the vCPUs of a VM
+    need not be equal (2026-12-05, Zen 5 VM: the medium step at 1 thread ran 19% slower on CPU 1
+    than on CPU 0, a store-to-load chain 2.8x slower, register arithmetic and sgemm within 7%), and
+    a 1-thread process left to the scheduler lands on either."""
+    cpus = sorted(os.sched_getaffinity(0) if available is None else available)
+    return cpus[:threads] if threads < len(cpus) else None
+
+
+def pin_to(cpus):
+    """A subprocess preexec_fn that pins the child to `cpus` (None: no preexec_fn)."""
+    if cpus is None:
+        return None
+    return lambda: os.sched_setaffinity(0, cpus)
+
+
+def cpus_text(cpus):
+    return "not pinned (all CPUs)" if cpus is None else "pinned to CPU " + ",".join(map(str, cpus))
+
+
+# A fixed amount of single-threaded sgemm work that times itself: both frameworks' steps are mostly
+# OpenBLAS kernels, and how well two of them run side by side depends on the work (on the VM of
+# 2026-12-05, while it gave its 2 vCPUs less than two cores' time, two sgemm processes got 1.02
+# CPUs' worth, two pure-Python loops 1.13, two scalar C loops 0.83).
+_SPIN = ("import time, numpy as np\na = np.ones(({m}, {m}), np.float32)\nb = a @ a\nt = time.perf_counter()\n"
+         "for _ in range({reps}): b = a @ a\nprint(time.perf_counter() - t)")
+
+
+def capacity(alone, together):
+    """How many CPUs' worth of work n processes got at once: sum over them of (seconds of the loop
+    alone) / (its seconds when all n ran together). n on a machine whose n CPUs run at full speed
+    side by side; less when they share a core or the host gives the VM less CPU time than it has
+    vCPUs."""
+    return sum(alone / t for t in together)
+
+
+def _spin(n, reps, m, env):
+    import subprocess
+    procs = [subprocess.Popen([sys.executable, "-c", _SPIN.format(m=m, reps=reps)], stdout=subprocess.PIPE,
+                              text=True, env=env) for _ in range(n)]
+    return [float(p.communicate()[0]) for p in procs]
+
+
+def parallel_capacity(core=None, n=None, reps=40, m=768):
+    """(capacity, n): `capacity` of n = os.cpu_count() processes, each running `reps` (m, m) float32
+    products on one OpenBLAS thread of core type `core` (about 0.2 s on one Zen 5 core), started
+    together, against the best of 3 runs of one alone; the best of 3 runs together (on an idle
+    2-vCPU Zen 5 VM 1.8-2.05 from run to run; 1.02 for a while when the VM got about one core's
+    time). A comparison at n threads measures each framework's scaling only where this is close to
+    n; benchmarks print it before and after their rounds, since other tenants of a host come and go."""
+    n = n or os.cpu_count() or 1
+    env = comparison_env(core, "default", threads=1)
+    alone = min(_spin(1, reps, m, env)[0] for _ in range(3))
+    return max(capacity(alone, _spin(n, reps, m, env)) for _ in range(3)), n
+
+
+def capacity_line(cap, when):
+    """A header line for the capacity `cap` = (capacity, n) measured `when`, with a warning below 0.8 n."""
+    c, n = cap
+    line = f"parallel capacity {when}: {c:.2f} of {n} CPUs ({n} single-threaded sgemm processes at once, each timed against one alone)"
+    if c < 0.8 * n:
+        line += (f"; WARNING: this machine does not run {n} threads at full speed now, so rows at more than"
+                 " one thread do not measure either framework's scaling")
+    return line
+
+
 def torch_missing(tool, find_spec=importlib.util.find_spec):
     """None if this Python imports torch, else the message `tool` exits with: the comparisons
     need Debian's python3-torch, which `make test` does not install."""

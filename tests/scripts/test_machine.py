@@ -43,6 +43,24 @@ check("qkv's side: no thread variables", ("OMP_NUM_THREADS" in env, env["OMP_WAI
 check("malloc default: no tunables", "GLIBC_TUNABLES" in env, False)
 check("a page fault costs a positive time", machine.page_fault_us(4) > 0, True)
 
+check("capacity: full speed side by side", machine.capacity(0.2, [0.2, 0.2]), 2.0)
+check("capacity: each twice as slow together", machine.capacity(0.2, [0.4, 0.4]), 1.0)
+check("capacity line: no warning at full speed", "WARNING" in machine.capacity_line((1.9, 2), "before"), False)
+check("capacity line: a warning under 0.8 n", "WARNING" in machine.capacity_line((1.2, 2), "before"), True)
+cap, n = machine.parallel_capacity(machine.blas_coretype(machine.cpu_info()[1])[0], n=2, reps=4, m=256)
+check("parallel_capacity: two processes measured, a positive capacity", (n, cap > 0), (2, True))
+check("pinned_cpus: 1 thread of 2 CPUs pins to the first", machine.pinned_cpus(1, {3, 1}), [1])
+check("pinned_cpus: as many threads as CPUs, not pinned", machine.pinned_cpus(2, {0, 1}), None)
+check("pinned_cpus: more threads than CPUs, not pinned", machine.pinned_cpus(4, {0, 1}), None)
+check("pin_to(None): no preexec_fn", machine.pin_to(None), None)
+check("cpus_text", (machine.cpus_text([0]), machine.cpus_text(None)), ("pinned to CPU 0", "not pinned (all CPUs)"))
+if len(os.sched_getaffinity(0)) > 1:
+    import subprocess
+    cpu = machine.pinned_cpus(1)
+    r = subprocess.run([sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                       capture_output=True, text=True, preexec_fn=machine.pin_to(cpu))
+    check("pin_to: the child runs on the pinned CPU only", r.stdout.strip(), str(cpu))
+
 msg = machine.torch_missing("bench_x", find_spec=lambda name: None)
 check("no torch: the message names the tool and the install command",
       msg is not None and msg.startswith("bench_x: PyTorch is not installed") and "install-deps.sh --python" in msg, True)
