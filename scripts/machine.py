@@ -132,9 +132,8 @@ def cpus_text(cpus):
 
 
 # A fixed amount of single-threaded sgemm work that times itself: both frameworks' steps are mostly
-# OpenBLAS kernels, and how well two of them run side by side depends on the work (on the VM of
-# 2026-12-05, while it gave its 2 vCPUs less than two cores' time, two sgemm processes got 1.02
-# CPUs' worth, two pure-Python loops 1.13, two scalar C loops 0.83).
+# OpenBLAS kernels. Other work measures other things: on the VM of 2026-12-05 a scalar loop with a
+# store-to-load chain ran 2.8x slower on CPU 1 than on CPU 0, sgemm 7% slower.
 _SPIN = ("import time, numpy as np\na = np.ones(({m}, {m}), np.float32)\nb = a @ a\nt = time.perf_counter()\n"
          "for _ in range({reps}): b = a @ a\nprint(time.perf_counter() - t)")
 
