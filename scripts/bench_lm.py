@@ -54,9 +54,9 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
-from machine import (MALLOC_TUNABLES, blas_coretype, capacity_line, comparison_env, cpu_info,  # noqa: E402
-                     cpus_text, executable_missing, isa, page_fault_us, parallel_capacity, pin_to,
-                     pinned_cpus, report_missing, torch_missing)
+from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
+                     executable_missing, isa, page_fault_us, parallel_capacity, pin_to,
+                     pinned_cpus, report_missing, run_conditions, torch_missing)
 
 CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
 MALLOC = "reuse"  # --malloc
@@ -95,16 +95,13 @@ def torch_blas():
 
 
 def print_machine(qkv, twin_info, threads, capacity, thread_counts):
-    """The header of every table; `capacity` = {"before": .., "after": ..} of parallel_capacity."""
+    """The header of every table; `capacity`: run_conditions' capacities."""
     name, flags = cpu_info()
     print(f"CPU: {name} ({isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: {CORE or 'unset'} "
           f"({CORE_SOURCE})")
     print(f"malloc: {MALLOC}" + (f" (GLIBC_TUNABLES={MALLOC_TUNABLES})" if MALLOC == "reuse" else "")
           + f"; a page fault costs {page_fault_us():.1f} us here")
-    for when, cap in capacity.items():
-        print(capacity_line(cap, when + " the runs"))
-    print("CPUs of each thread count (both sides): "
-          + "; ".join(f"{n} thread(s) {cpus_text(pinned_cpus(n))}" for n in thread_counts))
+    print("\n".join(run_conditions(capacity, thread_counts, "the runs")))
     print(f"qkv BLAS: {qkv_blas(qkv)}")
     print(f"PyTorch {twin_info['torch']}: OPENBLAS_CORETYPE={twin_info['OPENBLAS_CORETYPE']}, OpenBLAS "
           f"{twin_info['openblas']}, MKL {'yes' if twin_info['mkl'] else 'no'}, BLAS_INFO {','.join(twin_info['blas_info'])}")
@@ -383,7 +380,7 @@ def cmd_speed(a):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0],
-                       "parallel_capacity": {k: v[0] for k, v in capacity.items()}}, f, indent=1)
+                       "parallel_capacity": capacity}, f, indent=1)
     return table
 
 
@@ -496,7 +493,7 @@ def cmd_curve(a):
     print(f"\nwrote {a.out}/qkv.csv, {a.out}/torch.csv, {a.out}/curve.png")
     with open(os.path.join(a.out, "summary.json"), "w") as f:
         json.dump({"summary": summary, "checks": checks, "cpu": name, "isa": isa(flags), "threads": a.threads,
-                   "parallel_capacity": {k: v[0] for k, v in capacity.items()},
+                   "parallel_capacity": capacity,
                    "seconds": a.seconds, "torch_info": t["info"]}, f, indent=1)
     return summary, checks
 
@@ -585,7 +582,7 @@ def cmd_generate(a):
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"rows": rows, "same_tokens": same, "torch_info": info_t, "cpu": cpu_info()[0],
-                       "parallel_capacity": {k: v[0] for k, v in capacity.items()}}, f, indent=1)
+                       "parallel_capacity": capacity}, f, indent=1)
     return rows, same
 
 

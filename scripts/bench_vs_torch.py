@@ -233,10 +233,7 @@ def main():
     print(f"PyTorch BLAS: {kernel('torch')}")
     print(f"malloc: {args.malloc}" + (f" (GLIBC_TUNABLES={machine.MALLOC_TUNABLES})" if args.malloc == "reuse" else "")
           + f"; a page fault costs {fault_us:.1f} us here")
-    for when, cap in capacity.items():
-        print(machine.capacity_line(cap, when + " the rounds"))
-    print("CPUs of each thread count (both sides): " + "; ".join(
-        f"{n} thread(s) {machine.cpus_text(machine.pinned_cpus(n))}" for n in [int(x) for x in args.threads.split(",")]) + "\n")
+    print("\n".join(machine.run_conditions(capacity, [int(x) for x in args.threads.split(",")], "the rounds")) + "\n")
     print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | per-round range | qkv peak RSS MiB | "
           "PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -254,7 +251,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "isa": machine.isa(flags), "openblas_coretype": core, "coretype_source": core_source,
                        "malloc": args.malloc, "page_fault_us": fault_us,
-                       "parallel_capacity": {k: v[0] for k, v in capacity.items()}, "rows": rows, "records": records}, f, indent=1)
+                       "parallel_capacity": capacity, "rows": rows, "records": records}, f, indent=1)
 
 
 if __name__ == "__main__":

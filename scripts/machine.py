@@ -127,10 +127,6 @@ def pin_to(cpus):
     return lambda: os.sched_setaffinity(0, cpus)
 
 
-def cpus_text(cpus):
-    return "not pinned (all CPUs)" if cpus is None else "pinned to CPU " + ",".join(map(str, cpus))
-
-
 # A fixed amount of single-threaded sgemm work that times itself: both frameworks' steps are mostly
 # OpenBLAS kernels. Other work measures other things: on the VM of 2026-12-05 a scalar loop with a
 # store-to-load chain ran 2.8x slower on CPU 1 than on CPU 0, sgemm 7% slower.
@@ -154,7 +150,7 @@ def _spin(n, reps, m, env):
 
 
 def parallel_capacity(core=None, n=None, reps=40, m=768):
-    """(capacity, n): `capacity` of n = os.cpu_count() processes, each running `reps` (m, m) float32
+    """The `capacity` of n (default os.cpu_count()) processes, each running `reps` (m, m) float32
     products on one OpenBLAS thread of core type `core` (about 0.2 s on one Zen 5 core), started
     together, against the best of 3 runs of one alone; the best of 3 runs together (on an idle
     2-vCPU Zen 5 VM 1.8-2.05 from run to run; 1.02 for a while when the VM got about one core's
@@ -163,17 +159,30 @@ def parallel_capacity(core=None, n=None, reps=40, m=768):
     n = n or os.cpu_count() or 1
     env = comparison_env(core, "default", threads=1)
     alone = min(_spin(1, reps, m, env)[0] for _ in range(3))
-    return max(capacity(alone, _spin(n, reps, m, env)) for _ in range(3)), n
+    return max(capacity(alone, _spin(n, reps, m, env)) for _ in range(3))
 
 
-def capacity_line(cap, when):
-    """A header line for the capacity `cap` = (capacity, n) measured `when`, with a warning below 0.8 n."""
-    c, n = cap
+def cpus_text(cpus):
+    return "not pinned (all CPUs)" if cpus is None else "pinned to CPU " + ",".join(map(str, cpus))
+
+
+def capacity_line(c, n, when):
+    """A header line for the capacity `c` of n CPUs measured `when`, with a warning below 0.8 n."""
     line = f"parallel capacity {when}: {c:.2f} of {n} CPUs ({n} single-threaded sgemm processes at once, each timed against one alone)"
     if c < 0.8 * n:
         line += (f"; WARNING: this machine does not run {n} threads at full speed now, so rows at more than"
                  " one thread do not measure either framework's scaling")
     return line
+
+
+def run_conditions(capacities, thread_counts, of="the rounds", n=None):
+    """The header lines of a comparison: each capacity of `capacities` ({"before": c, "after": c}:
+    parallel_capacity of n = os.cpu_count() CPUs, before and after `of`) and the CPUs each thread
+    count ran on."""
+    n = n or os.cpu_count() or 1
+    return ([capacity_line(c, n, f"{when} {of}") for when, c in capacities.items()]
+            + ["CPUs of each thread count (both sides): "
+               + "; ".join(f"{t} thread(s) {cpus_text(pinned_cpus(t))}" for t in thread_counts)])
 
 
 def torch_missing(tool, find_spec=importlib.util.find_spec):

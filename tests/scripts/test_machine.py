@@ -45,10 +45,14 @@ check("a page fault costs a positive time", machine.page_fault_us(4) > 0, True)
 
 check("capacity: full speed side by side", machine.capacity(0.2, [0.2, 0.2]), 2.0)
 check("capacity: each twice as slow together", machine.capacity(0.2, [0.4, 0.4]), 1.0)
-check("capacity line: no warning at full speed", "WARNING" in machine.capacity_line((1.9, 2), "before"), False)
-check("capacity line: a warning under 0.8 n", "WARNING" in machine.capacity_line((1.2, 2), "before"), True)
-cap, n = machine.parallel_capacity(machine.blas_coretype(machine.cpu_info()[1])[0], n=2, reps=4, m=256)
-check("parallel_capacity: two processes measured, a positive capacity", (n, cap > 0), (2, True))
+check("capacity line: no warning at full speed", "WARNING" in machine.capacity_line(1.9, 2, "before"), False)
+check("capacity line: a warning under 0.8 n", "WARNING" in machine.capacity_line(1.2, 2, "before"), True)
+cap = machine.parallel_capacity(machine.blas_coretype(machine.cpu_info()[1])[0], n=2, reps=4, m=256)
+check("parallel_capacity: two processes measured, a positive capacity", cap > 0, True)
+lines = machine.run_conditions({"before": 1.2, "after": 1.9}, [1, 2], n=2)
+check("run_conditions: both capacities, the warning on the low one, the CPUs line",
+      (len(lines), "WARNING" in lines[0], "WARNING" in lines[1], lines[2].startswith("CPUs of each thread count")),
+      (3, True, False, True))
 check("pinned_cpus: 1 thread of 2 CPUs pins to the first", machine.pinned_cpus(1, {3, 1}), [1])
 check("pinned_cpus: as many threads as CPUs, not pinned", machine.pinned_cpus(2, {0, 1}), None)
 check("pinned_cpus: more threads than CPUs, not pinned", machine.pinned_cpus(4, {0, 1}), None)
