@@ -214,7 +214,7 @@ class Twin:
     def val_loss(self):
         import qkv_torch
         self.model.eval()
-        loss = qkv_torch.evaluate(self.model, self.held_out, max(self.B, 256))[0]
+        loss = qkv_torch.evaluate(self.model, self.held_out, self.B // self.accumulate)[0]  # as qkv: a micro-batch at a time
         self.model.train()
         return loss
 
@@ -451,7 +451,7 @@ def cmd_curve(a):
     stored = qkv_torch.read_checkpoint(ckpt)
     q_loss, _, _, q_count = qkv_torch.qkv_eval(a.qkv, ckpt, "--threads", str(a.threads))
     model, info = qkv_torch.load(ckpt)
-    m_loss = qkv_torch.evaluate(model, qkv_torch.held_out_set(info), max(B, 256))[0]
+    m_loss = qkv_torch.evaluate(model, qkv_torch.held_out_set(info), qkv_torch.eval_batch_size(info.config))[0]
     checks = [("vocabulary", t["vocab"] == stored.vocab and t["vocab_size"] == stored.tensors["tok_emb.weight"].shape[0],
                f"twin V {t['vocab_size']}, qkv V {stored.tensors['tok_emb.weight'].shape[0]}"),
               ("validation windows", t["held_out"] == q_count, f"twin {t['held_out']}, qkv eval {q_count}"),

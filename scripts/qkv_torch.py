@@ -507,9 +507,17 @@ def read_state_dict_file(path, config_path):
 
 # ---- comparing with qkv ----
 
-def evaluate(model, batch, batch_size=256):
+def eval_batch_size(config):
+    """How many examples qkv's train::evaluate takes at a time for a run of `config` (a parsed
+    config dict): the training micro-batch, train.batch_size / train.accumulate."""
+    train = config.get("train") or {}
+    return max(1, int(train.get("batch_size", 64)) // max(1, int(train.get("accumulate", 1))))
+
+
+def evaluate(model, batch, batch_size):
     """qkv's train::evaluate: (loss over the scored targets, token accuracy, sequence accuracy);
-    the loss is per batch of 256 in the model's dtype, summed in double, as qkv does."""
+    the loss is per batch of `batch_size` examples in the model's dtype, summed in double, as qkv
+    does (`qkv eval` and the trainer use eval_batch_size(config))."""
     loss_sum, counted, correct, seq_correct = 0.0, 0, 0, 0
     N = batch["inputs"].shape[0]
     with torch.no_grad():
@@ -616,7 +624,7 @@ def check(ckpt, qkv, count=8, tol=1e-5, dtype=torch.float32, gen_tokens=40):
         results.append((f"logits of {len(tokens)} held-out examples, max |diff|", float(np.abs(got - want).max()), tol))
     loss, tok, seq, q_count = qkv_eval(qkv, ckpt)
     results.append((f"held-out examples (qkv {q_count}, mirror {n_eval})", abs(q_count - n_eval), 0))
-    m_loss, m_tok, m_seq = evaluate(model, held_out)
+    m_loss, m_tok, m_seq = evaluate(model, held_out, eval_batch_size(info.config))
     results.append((f"held-out loss ({n_eval} examples; qkv {loss:.6f}, mirror {m_loss:.6f})",
                     abs(loss - m_loss), tol + 5e-7))  # qkv prints 6 decimals
     metrics = info.stored.metrics

@@ -74,13 +74,14 @@ int eval(const std::string& path, const std::vector<std::string>& overrides, int
     // with task.train_size > 0 the fixed set training cycled through (its first eval_size examples).
     std::vector<std::pair<const char*, train::EvalMetrics>> cols;
     std::size_t train_count = 0;
+    const std::size_t chunk = train::eval_batch_size(l.cfg);
     if (with_train) {
       const std::size_t fixed = l.cfg.task.train_size;
       train_count = fixed ? std::min(fixed, l.cfg.task.eval_size) : l.cfg.task.eval_size;
-      cols.emplace_back("train", train::evaluate(*l.model, l.data->train_examples(0, train_count), 256));
+      cols.emplace_back("train", train::evaluate(*l.model, l.data->train_examples(0, train_count), chunk));
     }
-    cols.emplace_back("validation", train::evaluate(*l.model, l.data->eval_set(), 256));
-    cols.emplace_back("test", train::evaluate(*l.model, l.data->test_set(), 256));
+    cols.emplace_back("validation", train::evaluate(*l.model, l.data->eval_set(), chunk));
+    cols.emplace_back("test", train::evaluate(*l.model, l.data->test_set(), chunk));
     std::printf("%s: %s, ", path.c_str(), l.task->name().c_str());
     if (with_train) std::printf("%zu train, ", train_count);
     std::printf("%zu validation and %zu test examples\n", l.data->eval_set().size(), l.data->test_set().size());

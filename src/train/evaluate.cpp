@@ -1,5 +1,7 @@
 #include "qkv/train/evaluate.hpp"
 
+#include <algorithm>
+
 #include "qkv/autograd/tape.hpp"
 #include "qkv/ops/loss.hpp"
 
@@ -14,6 +16,10 @@ data::Batch rows(const data::Batch& b, std::size_t lo, std::size_t hi) {
     return out;
   };
   return {take(b.inputs), take(b.targets), take(b.decoder_inputs)};
+}
+
+std::size_t eval_batch_size(const config::Config& cfg) {
+  return std::max<std::size_t>(cfg.train.batch_size / std::max<std::size_t>(cfg.train.accumulate, 1), 1);
 }
 
 EvalMetrics evaluate(TaskModel& model, const data::Batch& eval, std::size_t batch_size) {

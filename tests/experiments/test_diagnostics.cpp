@@ -3,8 +3,11 @@
 
 #include <cmath>
 
+#include "qkv/config/config.hpp"
 #include "qkv/tensor/random.hpp"
 #include "qkv/train/diagnostics.hpp"
+#include "qkv/train/evaluate.hpp"
+#include "qkv/train/model.hpp"
 
 using namespace qkv;
 
@@ -62,4 +65,60 @@ TEST_CASE("diagnostics: score variance is the variance of q . k over examples, h
   }
   CHECK_THROWS_WITH_AS(train::score_variance(q, Array<float>::from_shape({1, 1, 2, 3})),
                        doctest::Contains("score_variance: q (1, 1, 2, 2) and k (1, 1, 2, 3)"), ShapeError);
+}
+
+TEST_CASE("diagnostics and evaluation: any micro-batch size gives the same statistics to rounding, and eval_batch_size is the micro-batch") {
+  config::Config cfg = config::parse_config(
+      "{}", "diagnostics.yaml",
+      {"model.arch=decoder", "model.d_model=32", "model.heads=4", "model.layers=2", "model.d_ff=64",
+       "model.dropout=0.1", "task.name=induction", "task.vocab=8", "task.length=16", "task.eval_size=40",
+       "train.batch_size=12", "train.accumulate=3"});
+  CHECK(train::eval_batch_size(cfg) == 4);
+  std::shared_ptr<const data::Task> task = data::make_task(cfg.task);
+  Generator gen(3);
+  auto model = train::make_model(cfg, *task, gen);
+  const data::Dataset data(task, cfg.seed, cfg.task.eval_size);
+  const data::Batch& eval = data.eval_set();
+  REQUIRE(eval.inputs.shape()[0] == 40);
+
+  model->module().train();
+  const auto whole = train::attention_diagnostics(*model, eval, 30, 30);
+  CHECK(model->module().is_training());  // the mode is restored
+  REQUIRE(whole.size() == 2);
+  for (std::size_t chunk : {1, 4, 7, 64}) {
+    CAPTURE(chunk);
+    const auto split = train::attention_diagnostics(*model, eval, 30, chunk);
+    REQUIRE(split.size() == whole.size());
+    for (std::size_t l = 0; l < whole.size(); ++l) {
+      CHECK(split[l].name == whole[l].name);
+      // The sums are added in example order whatever the split; only the forward pass's rounding
+      // may differ (OpenBLAS chooses its kernel by the matrix sizes, so a row's product can round
+      // differently in a batch of 4 than in one of 30).
+      CHECK(split[l].stats.entropy == doctest::Approx(whole[l].stats.entropy).epsilon(1e-6));
+      CHECK(split[l].stats.max_weight == doctest::Approx(whole[l].stats.max_weight).epsilon(1e-6));
+      CHECK(split[l].redundancy == doctest::Approx(whole[l].redundancy).epsilon(1e-6));
+      CHECK(split[l].qk_var == doctest::Approx(whole[l].qk_var).epsilon(1e-6));
+    }
+  }
+  for (const auto& d : whole) {
+    CHECK(d.stats.entropy > 0);
+    CHECK(d.stats.max_weight > 0);
+    CHECK(d.stats.max_weight <= 1);
+    CHECK(std::abs(d.redundancy) <= 1);
+    CHECK(d.qk_var > 0);
+  }
+  // Only the first n examples count: 30 differ from 40.
+  CHECK(train::attention_diagnostics(*model, eval, 40, 4)[0].stats.entropy != whole[0].stats.entropy);
+
+  // evaluate: the loss is a mean per chunk in float, added in double, so the chunking moves it
+  // by rounding only.
+  const train::EvalMetrics all = train::evaluate(*model, eval, 40);
+  for (std::size_t chunk : {1, 4, 7}) {
+    CAPTURE(chunk);
+    const train::EvalMetrics m = train::evaluate(*model, eval, chunk);
+    CHECK(m.loss == doctest::Approx(all.loss).epsilon(1e-6));
+    CHECK(m.token_accuracy == doctest::Approx(all.token_accuracy));
+    CHECK(m.sequence_accuracy == doctest::Approx(all.sequence_accuracy));
+  }
+  CHECK(model->module().is_training());
 }

@@ -164,7 +164,7 @@ def test_encoder_logits(env, ckpts):
             check.close(f"(a) {name}: {str(dtype)[6:]} mirror logits vs qkv logits", mirror_logits(model, tokens), want, 1e-5)
         loss = env.eval_loss(ckpts[name])
         held = info.task.examples(qkv_tasks.eval_stream(1), 0, int(info.config["task"]["eval_size"]))
-        m_loss, _, _ = qkv_torch.evaluate(qkv_torch.load(ckpts[name])[0], held)
+        m_loss, _, _ = qkv_torch.evaluate(qkv_torch.load(ckpts[name])[0], held, qkv_torch.eval_batch_size(info.config))
         check.close(f"(a) {name}: held-out loss, mirror vs qkv eval", m_loss, loss, 1e-5 + 5e-7)
 
 
@@ -329,9 +329,9 @@ def test_decoder_from_torch(env, ckpts):
     for name in ("dec", "dec_rope", "dec_attn_only", "dec_value_dim", "text", "text_byte"):
         model, info = qkv_torch.load(ckpts[name])
         held = qkv_torch.held_out_set(info)
-        before = qkv_torch.evaluate(model, held)[0]
+        before = qkv_torch.evaluate(model, held, qkv_torch.eval_batch_size(info.config))[0]
         train_in_torch(model, held)
-        m_loss = qkv_torch.evaluate(model, held)[0]
+        m_loss = qkv_torch.evaluate(model, held, qkv_torch.eval_batch_size(info.config))[0]
         check(abs(m_loss - before) > 1e-3, f"(g) {name}: PyTorch training changed the held-out loss",
               f"{before:.6f} -> {m_loss:.6f}")
         out = env.path(f"{name}.torch.h5")
@@ -363,7 +363,9 @@ def test_decoder_from_torch(env, ckpts):
     out = env.path("dec_rope.fresh.h5")
     qkv_torch.save_checkpoint(model, info.config_text, out)
     check.close("(g) dec_rope: a fresh mirror from the config alone: qkv eval = the mirror's held-out loss",
-                env.eval_loss(out), qkv_torch.evaluate(model, qkv_torch.held_out_set(info))[0], 1e-5 + 5e-7)
+                env.eval_loss(out),
+                qkv_torch.evaluate(model, qkv_torch.held_out_set(info), qkv_torch.eval_batch_size(info.config))[0],
+                1e-5 + 5e-7)
 
 
 def torch_decoder_only(model, o, tokens):
@@ -461,7 +463,7 @@ def test_import_mha(env, ckpts):
     held = info.task.examples(qkv_tasks.eval_stream(1), 0, int(info.config["task"]["eval_size"]))
     loss = env.eval_loss(new)
     check.close("(d) cross-attention import: qkv eval loss vs the mirror running the torch module",
-                qkv_torch.evaluate(model, held)[0], loss, 1e-5 + 5e-7)
+                qkv_torch.evaluate(model, held, qkv_torch.eval_batch_size(info.config))[0], loss, 1e-5 + 5e-7)
 
     # mha_to_qkv with kdim, vdim != E: the mirror's MultiHeadAttention against torch, with key
     # padding and a fully padded row (qkv: zero attention output, so w_o.bias; torch: NaN).

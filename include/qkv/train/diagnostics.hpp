@@ -43,9 +43,14 @@ struct LayerDiagnostics {
   double grad_q = NAN, grad_k = NAN;  ///< L2 norms of the W_q and W_k gradients (set by the caller)
 };
 /// Per attention layer (model order): statistics of its weights on the first `n` examples of
-/// `eval`, read through the layers' hook_pattern points in eval mode without recording (the
-/// model's mode is restored). Metric column suffixes: ".entropy", ".max_weight", ".grad_q",
-/// ".grad_k", ".redundancy", ".qk_var".
-std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n);
+/// `eval`, read through the layers' hook_pattern, hook_q and hook_k points in eval mode without
+/// recording (the model's mode is restored), `batch_size` examples per forward pass. The sums are
+/// added in example order, so `batch_size` changes the result only by the forward pass's rounding
+/// (OpenBLAS picks its kernel by the matrix sizes); the trainer passes its eval_batch_size (the
+/// training micro-batch), whose forward pass reuses the training step's memory.
+/// Metric column suffixes: ".entropy", ".max_weight", ".grad_q", ".grad_k", ".redundancy",
+/// ".qk_var".
+std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n,
+                                                    std::size_t batch_size);
 
 }  // namespace qkv::train
