@@ -214,7 +214,7 @@ class Twin:
     def val_loss(self):
         import qkv_torch
         self.model.eval()
-        loss = qkv_torch.evaluate(self.model, self.held_out, self.B // self.accumulate)[0]  # as qkv: a micro-batch at a time
+        loss = qkv_torch.evaluate(self.model, self.held_out, qkv_torch.eval_batch_size(self.cfg))[0]
         self.model.train()
         return loss
 

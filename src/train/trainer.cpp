@@ -182,7 +182,8 @@ class Run {
                                train_acc, last_grad_norm_, e.loss, e.token_accuracy, e.sequence_accuracy, tokens_per_s_,
                                seconds_since(t0)};
     state_.train_correct = state_.train_counted = 0, state_.train_loss_sum = 0, state_.train_loss_steps = 0;
-    auto layers = cfg_.train.diagnostics ? attention_diagnostics(*model_, data_->eval_set(), 64, eval_batch()) : std::vector<LayerDiagnostics>{};
+    auto layers = cfg_.train.diagnostics ? attention_diagnostics(*model_, data_->eval_set(), 64, eval_batch())
+                                         : std::vector<LayerDiagnostics>{};
     layers.resize(attention_layers(*model_).size());  // without diagnostics: NaN statistics
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const auto qk = l < qk_norms_.size() ? qk_norms_[l] : std::pair<double, double>{NAN, NAN};
