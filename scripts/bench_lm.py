@@ -56,7 +56,7 @@ REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
 from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
                      executable_missing, isa, page_fault_us, parallel_capacity, pin_to,
-                     pinned_cpus, report_missing, run_conditions, torch_missing)
+                     pinned_cpus, report_missing, run_conditions, torch_cpu_capability, torch_missing)
 
 CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
 MALLOC = "reuse"  # --malloc
@@ -84,7 +84,8 @@ def torch_blas():
     import torch
     info = {"torch": torch.__version__, "parallel_info": torch.__config__.parallel_info().strip(),
             "blas_info": re.findall(r"BLAS_INFO=([^,]*)", torch.__config__.show()),
-            "mkl": torch.backends.mkl.is_available(), "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE")}
+            "mkl": torch.backends.mkl.is_available(), "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
+            "aten_cpu": torch_cpu_capability(torch.__config__.show())}
     try:  # the OpenBLAS torch called through libblas.so.3, if that is OpenBLAS
         lib = ctypes.CDLL("libopenblas.so.0")
         lib.openblas_get_corename.restype = lib.openblas_get_config.restype = ctypes.c_char_p
@@ -104,7 +105,8 @@ def print_machine(qkv, twin_info, threads, capacity, thread_counts):
     print("\n".join(run_conditions(capacity, thread_counts, "the runs")))
     print(f"qkv BLAS: {qkv_blas(qkv)}")
     print(f"PyTorch {twin_info['torch']}: OPENBLAS_CORETYPE={twin_info['OPENBLAS_CORETYPE']}, OpenBLAS "
-          f"{twin_info['openblas']}, MKL {'yes' if twin_info['mkl'] else 'no'}, BLAS_INFO {','.join(twin_info['blas_info'])}")
+          f"{twin_info['openblas']}, MKL {'yes' if twin_info['mkl'] else 'no'}, BLAS_INFO {','.join(twin_info['blas_info'])}; "
+          f"ATen's own CPU kernels {twin_info['aten_cpu']} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})")
     print(f"torch.__config__.parallel_info() with {threads} thread(s):")
     print("  " + twin_info["parallel_info"].replace("\n", "\n  "))
 

@@ -142,7 +142,8 @@ def torch_worker(args):
                       "steps": args.steps, "warmup": args.warmup,
                       "tokens_per_s": args.steps * B * T / secs, "step_ms": 1e3 * secs / args.steps,
                       "max_rss_mib": rss, "baseline_rss_mib": baseline_rss, "final_loss": loss_value[0],
-                      "params": sum(q.numel() for q in params), "torch": torch.__version__}))
+                      "params": sum(q.numel() for q in params), "torch": torch.__version__,
+                      "aten_cpu": machine.torch_cpu_capability(torch.__config__.show())}))
 
 
 def run_json(cmd, env, cpus=None):
@@ -230,7 +231,9 @@ def main():
     print(f"CPU: {cpu} ({machine.isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: "
           f"{core or 'unset'} ({core_source})")
     print(f"qkv BLAS: {kernel('qkv')}")
-    print(f"PyTorch BLAS: {kernel('torch')}")
+    aten = next((r["aten_cpu"] for r in records if r["framework"] == "torch" and "aten_cpu" in r), "not run")
+    print(f"PyTorch BLAS: {kernel('torch')}; ATen's own CPU kernels: {aten} (ATEN_CPU_CAPABILITY="
+          f"{os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})")
     print(f"malloc: {args.malloc}" + (f" (GLIBC_TUNABLES={machine.MALLOC_TUNABLES})" if args.malloc == "reuse" else "")
           + f"; a page fault costs {fault_us:.1f} us here")
     print("\n".join(machine.run_conditions(capacity, [int(x) for x in args.threads.split(",")], "the rounds")) + "\n")

@@ -185,6 +185,18 @@ def run_conditions(capacities, thread_counts, of="the rounds", n=None):
                + "; ".join(f"{t} thread(s) {cpus_text(pinned_cpus(t))}" for t in thread_counts)])
 
 
+def torch_cpu_capability(config_text):
+    """The instruction set of ATen's own CPU kernels (elementwise ops, softmax, layer norm, the
+    optimizers' loops; not the BLAS) from torch.__config__.show() in the process that runs them:
+    PyTorch chooses it at start-up, ATEN_CPU_CAPABILITY (default, avx2, avx512) overrides it.
+    Debian's torch 1.13 chooses AVX2 on the AVX-512 EPYCs of these machines."""
+    for line in config_text.splitlines():
+        key, _, value = line.partition("CPU capability usage:")
+        if _:
+            return value.strip()
+    return "unknown"
+
+
 def torch_missing(tool, find_spec=importlib.util.find_spec):
     """None if this Python imports torch, else the message `tool` exits with: the comparisons
     need Debian's python3-torch, which `make test` does not install."""

@@ -75,6 +75,10 @@ check("an executable: no message", machine.executable_missing("bench_x", sys.exe
 check("report_missing: nothing missing", machine.report_missing(None, None), False)
 check("report_missing: one message", machine.report_missing(None, "test_machine: (a message printed on purpose)"), True)
 
+show = "PyTorch built with:\n  - GCC 12.2\n  - CPU capability usage: AVX2\n  - Build settings: BLAS_INFO=generic"
+check("torch_cpu_capability: read from torch.__config__.show()", machine.torch_cpu_capability(show), "AVX2")
+check("torch_cpu_capability: a build that does not say", machine.torch_cpu_capability("PyTorch built with:\n"), "unknown")
+
 for f in failures:
     print("FAIL", f)
 print(f"test_machine: {len(failures)} failure(s)")
