@@ -55,7 +55,7 @@ SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
 from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
-                     executable_missing, isa, page_fault_us, parallel_capacity, pin_to,
+                     executable_missing, isa, kernel_mismatch, page_fault_us, parallel_capacity, pin_to,
                      pinned_cpus, report_missing, run_conditions, torch_cpu_capability, torch_missing)
 
 CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
@@ -103,10 +103,14 @@ def print_machine(qkv, twin_info, threads, capacity, thread_counts):
     print(f"malloc: {MALLOC}" + (f" (GLIBC_TUNABLES={MALLOC_TUNABLES})" if MALLOC == "reuse" else "")
           + f"; a page fault costs {page_fault_us():.1f} us here")
     print("\n".join(run_conditions(capacity, thread_counts, "the runs")))
-    print(f"qkv BLAS: {qkv_blas(qkv)}")
+    blas = qkv_blas(qkv)
+    print(f"qkv BLAS: {blas}")
     print(f"PyTorch {twin_info['torch']}: OPENBLAS_CORETYPE={twin_info['OPENBLAS_CORETYPE']}, OpenBLAS "
           f"{twin_info['openblas']}, MKL {'yes' if twin_info['mkl'] else 'no'}, BLAS_INFO {','.join(twin_info['blas_info'])}; "
           f"ATen's own CPU kernels {twin_info['aten_cpu']} (ATEN_CPU_CAPABILITY={os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})")
+    mismatch = kernel_mismatch(blas, twin_info["openblas"])
+    if mismatch:
+        print(mismatch)
     print(f"torch.__config__.parallel_info() with {threads} thread(s):")
     print("  " + twin_info["parallel_info"].replace("\n", "\n  "))
 

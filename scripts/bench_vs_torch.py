@@ -234,6 +234,9 @@ def main():
     aten = next((r["aten_cpu"] for r in records if r["framework"] == "torch" and "aten_cpu" in r), "not run")
     print(f"PyTorch BLAS: {kernel('torch')}; ATen's own CPU kernels: {aten} (ATEN_CPU_CAPABILITY="
           f"{os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})")
+    mismatch = machine.kernel_mismatch(kernel("qkv"), kernel("torch"))
+    if mismatch:
+        print(mismatch)
     print(f"malloc: {args.malloc}" + (f" (GLIBC_TUNABLES={machine.MALLOC_TUNABLES})" if args.malloc == "reuse" else "")
           + f"; a page fault costs {fault_us:.1f} us here")
     print("\n".join(machine.run_conditions(capacity, [int(x) for x in args.threads.split(",")], "the rounds")) + "\n")

@@ -76,20 +76,36 @@ MALLOC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=687194767
 
 
 def comparison_env(core, malloc="reuse", threads=None, environ=None):
-    """The environment of a benchmark process: the OpenBLAS core type `core`, (malloc "reuse")
-    MALLOC_TUNABLES, and for a PyTorch process (`threads` given) OMP_NUM_THREADS and
-    OPENBLAS_NUM_THREADS = threads and OMP_WAIT_POLICY=passive unless set (what qkv does by
-    default). qkv takes its thread count from its command line and gives OpenBLAS one per call."""
+    """The environment of a benchmark process: the OpenBLAS core type `core` (OPENBLAS_CORETYPE for
+    PyTorch's OpenBLAS, and QKV_BLAS_CORETYPE, which qkv uses as it is: given OPENBLAS_CORETYPE
+    alone, qkv replaces a core type below the CPU's best, Haswell on an AVX-512 CPU, with its own
+    choice), (malloc "reuse") MALLOC_TUNABLES, and for a PyTorch process (`threads` given)
+    OMP_NUM_THREADS and OPENBLAS_NUM_THREADS = threads and OMP_WAIT_POLICY=passive unless set (what
+    qkv does by default). qkv takes its thread count from its command line and gives OpenBLAS one
+    per call."""
     env = dict(os.environ if environ is None else environ)
     env.pop("QKV_BLAS_CORETYPE", None)
     if core:
-        env["OPENBLAS_CORETYPE"] = core
+        env["OPENBLAS_CORETYPE"] = env["QKV_BLAS_CORETYPE"] = core
     if threads is not None:
         env.update(OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                    OMP_WAIT_POLICY=env.get("OMP_WAIT_POLICY", "passive"))
     if malloc == "reuse":
         env["GLIBC_TUNABLES"] = ":".join(t for t in (env.get("GLIBC_TUNABLES"), MALLOC_TUNABLES) if t)
     return env
+
+
+def kernel_mismatch(qkv_blas, torch_blas):
+    """A warning if the OpenBLAS kernels two processes report ("... kernel NAME ..." or "... core
+    NAME ...", as `qkv info`, bench_train and the PyTorch sides print them) differ, else None: a
+    comparison of two kernels measures the kernels, not the frameworks."""
+    import re
+    names = [m.group(1) if m else None
+             for m in (re.search(r"\b(?:kernel|core) ([A-Za-z]\w*)", t or "") for t in (qkv_blas, torch_blas))]
+    if None in names or names[0].lower() == names[1].lower():
+        return None
+    return (f"WARNING: qkv ran OpenBLAS kernel {names[0]} and PyTorch {names[1]}: the ratios compare kernels, "
+            "not frameworks")
 
 
 def page_fault_us(megabytes=64):

@@ -35,9 +35,11 @@ env = machine.comparison_env("SkylakeX", "reuse", threads=2,
                              environ={"OPENBLAS_CORETYPE": "Haswell", "QKV_BLAS_CORETYPE": "Prescott",
                                       "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"})
 check("the PyTorch side's core type", env["OPENBLAS_CORETYPE"], "SkylakeX")
-check("QKV_BLAS_CORETYPE is not passed on", "QKV_BLAS_CORETYPE" in env, False)
+check("qkv is given the same core type, to use as it is", env["QKV_BLAS_CORETYPE"], "SkylakeX")
 check("threads", (env["OMP_NUM_THREADS"], env["OPENBLAS_NUM_THREADS"], env["OMP_WAIT_POLICY"]), ("2", "2", "passive"))
 check("tunables appended", env["GLIBC_TUNABLES"], "glibc.malloc.hugetlb=1:" + machine.MALLOC_TUNABLES)
+check("no core type: none forced on qkv", "QKV_BLAS_CORETYPE" in machine.comparison_env(
+    None, "default", environ={"QKV_BLAS_CORETYPE": "Prescott"}), False)
 env = machine.comparison_env("Haswell", "default", environ={"OMP_WAIT_POLICY": "active"})
 check("qkv's side: no thread variables", ("OMP_NUM_THREADS" in env, env["OMP_WAIT_POLICY"]), (False, "active"))
 check("malloc default: no tunables", "GLIBC_TUNABLES" in env, False)
@@ -78,6 +80,29 @@ check("report_missing: one message", machine.report_missing(None, "test_machine:
 show = "PyTorch built with:\n  - GCC 12.2\n  - CPU capability usage: AVX2\n  - Build settings: BLAS_INFO=generic"
 check("torch_cpu_capability: read from torch.__config__.show()", machine.torch_cpu_capability(show), "AVX2")
 check("torch_cpu_capability: a build that does not say", machine.torch_cpu_capability("PyTorch built with:\n"), "unknown")
+
+check("kernel_mismatch: same kernel", machine.kernel_mismatch("OpenBLAS (...), kernel SkylakeX [chosen by qkv]",
+                                                               "OpenBLAS, kernel skylakex"), None)
+msg = machine.kernel_mismatch("OpenBLAS (...), kernel SkylakeX [chosen by qkv]", "OpenBLAS, kernel Haswell")
+check("kernel_mismatch: both kernels named", msg is not None and "SkylakeX" in msg and "Haswell" in msg, True)
+check("kernel_mismatch: a twin's 'core NAME'", machine.kernel_mismatch(
+    "OpenBLAS (OpenBLAS 0.3.21 DYNAMIC_ARCH SkylakeX), kernel SkylakeX", "OpenBLAS 0.3.21 DYNAMIC_ARCH Haswell, core Haswell")
+      is not None, True)
+check("kernel_mismatch: a side not run", machine.kernel_mismatch("OpenBLAS, kernel Haswell", "not run"), None)
+
+# The qkv binary (argument 1) runs the kernel the comparison gives it, also one below the CPU's best
+# (Haswell on an AVX-512 CPU, which qkv replaces when it finds it in OPENBLAS_CORETYPE alone).
+if len(sys.argv) > 1:
+    import subprocess
+    flags = machine.cpu_info()[1]
+    cores = [c for c in ("Haswell", machine.openblas_coretype(flags)) if c and (c != "Haswell" or {"avx2", "fma"} <= flags)]
+    if not cores:
+        print("test_machine: this CPU runs neither Haswell nor a better core type; qkv's kernel not checked")
+    for core in dict.fromkeys(cores):
+        r = subprocess.run([sys.argv[1], "info"], capture_output=True, text=True,
+                           env=machine.comparison_env(core, environ={**os.environ, "OPENBLAS_CORETYPE": "Prescott"}))
+        line = next((l for l in r.stdout.splitlines() if l.startswith("BLAS:")), r.stdout + r.stderr)
+        check(f"qkv info under comparison_env({core!r}) runs kernel {core}", f"kernel {core}" in line, True)
 
 for f in failures:
     print("FAIL", f)
