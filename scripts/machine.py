@@ -207,8 +207,8 @@ def torch_cpu_capability(config_text):
     PyTorch chooses it at start-up, ATEN_CPU_CAPABILITY (default, avx2, avx512) overrides it.
     Debian's torch 1.13 chooses AVX2 on the AVX-512 EPYCs of these machines."""
     for line in config_text.splitlines():
-        key, _, value = line.partition("CPU capability usage:")
-        if _:
+        _, found, value = line.partition("CPU capability usage:")
+        if found:
             return value.strip()
     return "unknown"
 

@@ -101,8 +101,8 @@ if len(sys.argv) > 1:
     for core in dict.fromkeys(cores):
         r = subprocess.run([sys.argv[1], "info"], capture_output=True, text=True,
                            env=machine.comparison_env(core, environ={**os.environ, "OPENBLAS_CORETYPE": "Prescott"}))
-        line = next((l for l in r.stdout.splitlines() if l.startswith("BLAS:")), r.stdout + r.stderr)
-        check(f"qkv info under comparison_env({core!r}) runs kernel {core}", f"kernel {core}" in line, True)
+        blas = next((row for row in r.stdout.splitlines() if row.startswith("BLAS:")), r.stdout + r.stderr)
+        check(f"qkv info under comparison_env({core!r}) runs kernel {core}", f"kernel {core}" in blas, True)
 
 for f in failures:
     print("FAIL", f)
