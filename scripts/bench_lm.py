@@ -82,10 +82,11 @@ def qkv_blas(qkv):
 def torch_blas():
     """What torch reports about its threads and BLAS, in the twin's process."""
     import torch
+    show = torch.__config__.show()
     info = {"torch": torch.__version__, "parallel_info": torch.__config__.parallel_info().strip(),
-            "blas_info": re.findall(r"BLAS_INFO=([^,]*)", torch.__config__.show()),
+            "blas_info": re.findall(r"BLAS_INFO=([^,]*)", show),
             "mkl": torch.backends.mkl.is_available(), "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
-            "aten_cpu": torch_cpu_capability(torch.__config__.show())}
+            "aten_cpu": torch_cpu_capability(show)}
     try:  # the OpenBLAS torch called through libblas.so.3, if that is OpenBLAS
         lib = ctypes.CDLL("libopenblas.so.0")
         lib.openblas_get_corename.restype = lib.openblas_get_config.restype = ctypes.c_char_p

@@ -227,12 +227,12 @@ def main():
                   file=sys.stderr, flush=True)
 
     capacity["after"] = machine.parallel_capacity(core)
-    kernel = lambda fw: next((r["blas"] for r in records if r["framework"] == fw and "blas" in r), "not run")
+    reported = lambda fw, key: next((r[key] for r in records if r["framework"] == fw and key in r), "not run")
+    kernel = lambda fw: reported(fw, "blas")
     print(f"CPU: {cpu} ({machine.isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: "
           f"{core or 'unset'} ({core_source})")
     print(f"qkv BLAS: {kernel('qkv')}")
-    aten = next((r["aten_cpu"] for r in records if r["framework"] == "torch" and "aten_cpu" in r), "not run")
-    print(f"PyTorch BLAS: {kernel('torch')}; ATen's own CPU kernels: {aten} (ATEN_CPU_CAPABILITY="
+    print(f"PyTorch BLAS: {kernel('torch')}; ATen's own CPU kernels: {reported('torch', 'aten_cpu')} (ATEN_CPU_CAPABILITY="
           f"{os.environ.get('ATEN_CPU_CAPABILITY', 'unset')})")
     mismatch = machine.kernel_mismatch(kernel("qkv"), kernel("torch"))
     if mismatch:

@@ -5,6 +5,7 @@ qkv's, since Debian's OpenBLAS 0.3.21 misdetects some of these CPUs and a machin
 OPENBLAS_CORETYPE that does not fit its CPU (Haswell on an AVX-512 one)."""
 import importlib.util
 import os
+import re
 import sys
 
 
@@ -99,7 +100,6 @@ def kernel_mismatch(qkv_blas, torch_blas):
     """A warning if the OpenBLAS kernels two processes report ("... kernel NAME ..." or "... core
     NAME ...", as `qkv info`, bench_train and the PyTorch sides print them) differ, else None: a
     comparison of two kernels measures the kernels, not the frameworks."""
-    import re
     names = [m.group(1) if m else None
              for m in (re.search(r"\b(?:kernel|core) ([A-Za-z]\w*)", t or "") for t in (qkv_blas, torch_blas))]
     if None in names or names[0].lower() == names[1].lower():
