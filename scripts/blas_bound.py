@@ -1,0 +1,207 @@
+#!/usr/bin/python3
+"""How much of each side's training step is OpenBLAS, and the speed-up that leaves qkv at most
+(docs/performance.md, "The BLAS bound, measured").
+
+    /usr/bin/python3 scripts/blas_bound.py [--freq 999] [--keep DIR] -- scripts/bench_lm.py speed \\
+        configs/fortunes.yaml --threads 1 --steps 40 --rounds 3
+    /usr/bin/python3 scripts/blas_bound.py -- scripts/bench_vs_torch.py --workloads medium --threads 1 --runs 3
+
+Runs the comparison (`bench_lm.py speed` or `bench_vs_torch.py`, one thread count and one workload)
+under `perf record` (cpu-clock samples of every process it starts) and adds `--json` to it for its
+table. Each training process is told apart by the code it runs: qkv's (samples in the `qkv` or
+`bench_train` executable) or PyTorch's (samples in libtorch_cpu). For each process it takes the
+middle half of its samples in time, which lies inside its training steps (start-up, data loading
+and warm-up come before, the end of the run after), and counts the share of those samples that
+fall in OpenBLAS (libopenblas: the sgemm kernels, their packing, OpenBLAS's zeroing of C).
+
+Both sides call the same OpenBLAS. With r = qkv's tokens/s over PyTorch's (the comparison's
+median ratio), s_q and s_t the two OpenBLAS shares (medians over the rounds' processes):
+
+    PyTorch's OpenBLAS time per step / qkv's   = r s_t / s_q
+    ceiling = PyTorch's step / qkv's OpenBLAS time per step = r / s_q
+
+The ceiling is the ratio qkv would reach if everything in its step outside OpenBLAS took no time,
+with its BLAS calls as they are: a target above it needs fewer or faster matrix products, not
+faster code around them. Needs `perf` (linux-perf) and a kernel that lets this user sample
+(perf_event_paranoid <= 2 for one's own processes).
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, SCRIPTS)
+from machine import cpu_info, isa, report_missing, torch_missing  # noqa: E402
+
+QKV_EXECUTABLES = ("qkv", "bench_train")
+TORCH_LIBRARY = "libtorch_cpu"
+BLAS_LIBRARY = "libopenblas"
+
+# `perf script -F pid,time,ip,dso`: "  12451 48741.123456:      7fb0ea0716a8 (/usr/lib/.../libopenblasp-r0.3.21.so)"
+_SAMPLE = re.compile(r"\s*(\d+)\s+([\d.]+):\s+\S+\s+\((.*)\)\s*$")
+
+
+def parse_samples(lines):
+    """{pid: [(time_s, dso path), ...]} from `perf script -F pid,time,ip,dso` lines, in time order;
+    lines of another form are skipped."""
+    samples = {}
+    for line in lines:
+        m = _SAMPLE.match(line)
+        if m:
+            samples.setdefault(int(m.group(1)), []).append((float(m.group(2)), m.group(3)))
+    for s in samples.values():
+        s.sort()
+    return samples
+
+
+def blas_share(dsos):
+    """The share of samples (dso paths) in OpenBLAS."""
+    return sum(os.path.basename(d).startswith(BLAS_LIBRARY) for d in dsos) / max(1, len(dsos))
+
+
+def side(samples, min_blas=0.1):
+    """"qkv", "torch" or None: which framework's training a process ran, by the code its samples
+    fall in. A process with under `min_blas` of its samples in OpenBLAS trains nothing (the driver
+    importing torch, `qkv info`, a capacity probe without either framework): None."""
+    names = {os.path.basename(dso) for _, dso in samples}
+    if blas_share([d for _, d in samples]) < min_blas:
+        return None
+    if any(n in QKV_EXECUTABLES for n in names):
+        return "qkv"
+    if any(n.startswith(TORCH_LIBRARY) for n in names):
+        return "torch"
+    return None
+
+
+def steady_share(samples, min_samples=200):
+    """The share of OpenBLAS samples in the middle half (by time) of a process's samples, and how
+    many samples that half has; None if it has fewer than `min_samples` (too short to say)."""
+    t0, t1 = samples[0][0], samples[-1][0]
+    lo, hi = t0 + 0.25 * (t1 - t0), t0 + 0.75 * (t1 - t0)
+    window = [dso for t, dso in samples if lo <= t <= hi]
+    if len(window) < min_samples:
+        return None, len(window)
+    return blas_share(window), len(window)
+
+
+def bound(ratio, qkv_share, torch_share):
+    """(PyTorch's OpenBLAS time per step over qkv's, the ceiling ratio): see the module's docstring."""
+    return ratio * torch_share / qkv_share, ratio / qkv_share
+
+
+def one_row(report):
+    """The comparison's one row (one thread count, one workload) from its --json; an error naming
+    what it found otherwise."""
+    rows = report.get("rows", [])
+    if len(rows) != 1:
+        raise ValueError(f"the comparison reported {len(rows)} rows; give it one thread count and one workload "
+                         "(--threads N, and --workloads W for bench_vs_torch.py)")
+    return rows[0]
+
+
+def option(cmd, name):
+    """The value of `--name V` or `--name=V` in an argument list, or None."""
+    for i, arg in enumerate(cmd):
+        if arg == name and i + 1 < len(cmd):
+            return cmd[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def command_problem(cmd):
+    """None if `cmd` is a comparison this script can read (bench_lm.py speed, or bench_vs_torch.py,
+    with one thread count and, for bench_vs_torch.py, one workload), else what is wrong: checked
+    before the comparison runs, since it takes minutes."""
+    script = os.path.basename(cmd[0]) if cmd else ""
+    if script not in ("bench_lm.py", "bench_vs_torch.py"):
+        return "give the comparison after --: scripts/bench_lm.py speed ... or scripts/bench_vs_torch.py ..."
+    if script == "bench_lm.py" and cmd[1:2] != ["speed"]:
+        return "of bench_lm.py only `speed` trains: scripts/bench_lm.py speed CONFIG ..."
+    wanted = [("--threads N", "one thread count")] + ([("--workloads W", "one workload")]
+                                                       if script == "bench_vs_torch.py" else [])
+    for form, what in wanted:
+        value = option(cmd, form.split()[0])
+        if value is None or "," in value:
+            return f"give {script} {what} ({form}): the shares are per process, one row of the table"
+    return None
+
+
+def shares_by_side(samples):
+    """{"qkv": [share, ...], "torch": [...]}: the steady OpenBLAS share of each training process."""
+    out = {"qkv": [], "torch": []}
+    for pid in sorted(samples, key=lambda p: samples[p][0][0]):
+        who = side(samples[pid])
+        if who is None:
+            continue
+        share, n = steady_share(samples[pid])
+        if share is None:
+            raise ValueError(f"process {pid} ({who}) has {n} samples in the middle half of its run: too short to "
+                             "measure; give the comparison more timed steps or raise --freq")
+        out[who].append(share)
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--freq", type=int, default=999, help="samples per second (perf record -F)")
+    ap.add_argument("--keep", help="keep perf.data, the samples and the comparison's JSON in this directory")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the comparison script and its arguments")
+    a = ap.parse_args(argv)
+    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    problem = command_problem(cmd)
+    if problem:
+        ap.error(problem)
+    perf = shutil.which("perf")
+    if report_missing(None if perf else "blas_bound: `perf` not found (Debian's linux-perf package)",
+                      torch_missing("blas_bound")):
+        return 2
+    work = a.keep or tempfile.mkdtemp(prefix="blas_bound-")
+    os.makedirs(work, exist_ok=True)
+    data, report_path = os.path.join(work, "perf.data"), os.path.join(work, "bench.json")
+    run = [perf, "record", "-q", "-F", str(a.freq), "-o", data, "--", "/usr/bin/python3", *cmd, "--json", report_path]
+    print("$ " + " ".join(run), file=sys.stderr, flush=True)
+    if subprocess.run(run).returncode != 0:
+        sys.exit("blas_bound: the comparison under perf record failed (see above)")
+    script = subprocess.run([perf, "script", "-i", data, "-F", "pid,time,ip,dso"], capture_output=True, text=True)
+    if script.returncode != 0:
+        sys.exit(f"blas_bound: perf script failed: {script.stderr.strip()}")
+    try:
+        with open(report_path) as f:
+            row = one_row(json.load(f))
+        shares = shares_by_side(parse_samples(script.stdout.splitlines()))
+    except ValueError as e:
+        sys.exit(f"blas_bound: {e}")
+    for who in ("qkv", "torch"):
+        if not shares[who]:
+            sys.exit(f"blas_bound: no {who} training process among the samples")
+    if not a.keep:
+        shutil.rmtree(work)
+    sq, st = statistics.median(shares["qkv"]), statistics.median(shares["torch"])
+    blas_time, ceiling = bound(row["ratio"], sq, st)
+    name, flags = cpu_info()
+    what = row.get("workload", "the language model")
+    print(f"CPU: {name} ({isa(flags)}); {what}, {row['threads']} thread(s); cpu-clock samples at {a.freq} Hz, "
+          "the middle half of each training process")
+    print("\n| side | processes | OpenBLAS share of the step (median; each process) | tokens/s |")
+    print("|---|---|---|---|")
+    for who, label in (("qkv", "qkv"), ("torch", "PyTorch")):
+        each = ", ".join(f"{s:.3f}" for s in shares[who])
+        print(f"| {label} | {len(shares[who])} | {statistics.median(shares[who]):.3f} ({each}) | "
+              f"{row[f'{who}_tokens_per_s']:.0f} |")
+    print(f"\nqkv / PyTorch tokens/s (the comparison's median ratio): {row['ratio']:.2f}")
+    print(f"PyTorch's OpenBLAS time per step / qkv's: {blas_time:.2f}")
+    print(f"ceiling (PyTorch's step / qkv's OpenBLAS time per step; qkv with nothing but its BLAS calls): "
+          f"{ceiling:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

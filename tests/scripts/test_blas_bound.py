@@ -1,0 +1,85 @@
+#!/usr/bin/python3
+"""scripts/blas_bound.py on made-up `perf script` output: which process is whose, the OpenBLAS
+share of the steady middle of each, and the bound it gives. (Running it for real needs perf and
+PyTorch, which the suite does not install; docs/performance.md has its measurements.)"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import blas_bound  # noqa: E402
+
+BLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so"
+TORCH = "/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13.0"
+failures = []
+
+
+def check(what, got, expected):
+    if got != expected:
+        failures.append(f"{what}: got {got!r}, expected {expected!r}")
+
+
+def lines(pid, t0, dsos, dt=0.001):
+    return [f"  {pid} {t0 + i * dt:.6f}:      7fb0ea0716a8 ({d})" for i, d in enumerate(dsos)]
+
+
+# qkv: 1000 samples of start-up in its own code, then 2000 steady ones, 4 in 5 in OpenBLAS, then
+# 1000 of writing its checkpoint. The middle half by time (samples 1000-3000) is the steady part.
+qkv = (["/work/main/build/qkv"] * 1000 + ([BLAS] * 4 + ["/work/main/build/qkv"]) * 400
+       + ["/usr/lib/x86_64-linux-gnu/libhdf5_serial.so.103"] * 1000)
+# PyTorch: 1000 samples importing torch, then 2000 steady ones, 2 in 3 in OpenBLAS (the rest in
+# libtorch_cpu), then 1000 more steady ones.
+torch = [TORCH] * 1000 + ([BLAS] * 2 + [TORCH]) * 1000
+driver = ["/usr/bin/python3.11"] * 500 + [TORCH] * 300  # the driver script imports torch
+text = lines(101, 10.0, qkv) + lines(102, 20.0, torch) + lines(100, 5.0, driver) + [
+    "perf: some other line", "", "  7 12.5: x (unknown form"]
+samples = blas_bound.parse_samples(reversed(text))  # any order in, time order out
+
+check("processes", sorted(samples), [100, 101, 102])
+check("time order", samples[101][0][0] < samples[101][-1][0], True)
+check("qkv's process", blas_bound.side(samples[101]), "qkv")
+check("bench_train counts as qkv", blas_bound.side([(0.0, "/x/build-bench/bench/bench_train"), (0.1, BLAS)]), "qkv")
+check("PyTorch's process", blas_bound.side(samples[102]), "torch")
+check("the driver importing torch trains nothing", blas_bound.side(samples[100]), None)
+share, n = blas_bound.steady_share(samples[101])
+check("qkv: the middle half is the steady part", (round(share, 3), n), (0.8, 2000))
+share, n = blas_bound.steady_share(samples[102])
+check("PyTorch: the middle half", round(share, 2), 0.67)
+check("too few samples: no share", blas_bound.steady_share(samples[101][:300])[0], None)
+shares = blas_bound.shares_by_side(samples)
+check("shares by side", {k: [round(s, 2) for s in v] for k, v in shares.items()}, {"qkv": [0.8], "torch": [0.67]})
+
+# A ratio of 1.2 with shares 0.8 and 0.6: PyTorch's OpenBLAS time per step is 1.2 * 0.6 / 0.8 = 0.9
+# of qkv's, and qkv with nothing but its OpenBLAS calls would be 1.2 / 0.8 = 1.5x PyTorch.
+check("bound", tuple(round(x, 6) for x in blas_bound.bound(1.2, 0.8, 0.6)), (0.9, 1.5))
+
+check("one row", blas_bound.one_row({"rows": [{"ratio": 1.2}]}), {"ratio": 1.2})
+for rows in ([], [{"ratio": 1.2}, {"ratio": 1.6}]):
+    try:
+        blas_bound.one_row({"rows": rows})
+        failures.append(f"{len(rows)} rows: no error")
+    except ValueError as e:
+        check(f"{len(rows)} rows: the error says what to give", "one thread count and one workload" in str(e), True)
+check("a process of neither side is not measured",
+      blas_bound.shares_by_side({7: [(float(i), BLAS) for i in range(100)]}), {"qkv": [], "torch": []})
+try:
+    blas_bound.shares_by_side({8: [(float(i), "/x/qkv") for i in range(50)] + [(50.0 + i, BLAS) for i in range(50)]})
+    failures.append("a 100-sample qkv process: no error")
+except ValueError as e:
+    check("a short training process: the error names it", "process 8 (qkv)" in str(e), True)
+
+check("a good bench_lm command", blas_bound.command_problem(
+    ["scripts/bench_lm.py", "speed", "c.yaml", "--threads", "1", "--steps", "40"]), None)
+check("a good bench_vs_torch command", blas_bound.command_problem(
+    ["scripts/bench_vs_torch.py", "--workloads=medium", "--threads", "2"]), None)
+for cmd, says in ((["scripts/bench_lm.py", "curve", "c.yaml", "--threads", "1"], "only `speed`"),
+                  (["scripts/bench_lm.py", "speed", "c.yaml"], "one thread count"),
+                  (["scripts/bench_vs_torch.py", "--workloads", "medium", "--threads", "1,2"], "one thread count"),
+                  (["scripts/bench_vs_torch.py", "--threads", "1"], "one workload"),
+                  (["scripts/bench_vs_torch.py", "--workloads", "small,long", "--threads", "1"], "one workload"),
+                  (["python3", "x.py"], "after --"), ([], "after --")):
+    check(f"{cmd}: the problem named", says in (blas_bound.command_problem(cmd) or ""), True)
+
+if failures:
+    print("\n".join(failures))
+    sys.exit(1)
+print("blas_bound: all checks passed")
