@@ -148,11 +148,36 @@ def shares_by_side(samples):
     return out
 
 
+def measure(perf, cmd, freq, work):
+    """Runs the comparison under perf record in directory `work`: (its table's row, the shares by side)."""
+    data, report_path = os.path.join(work, "perf.data"), os.path.join(work, "bench.json")
+    run = [perf, "record", "-q", "-F", str(freq), "-o", data, "--", "/usr/bin/python3", *cmd, "--json", report_path]
+    print("$ " + " ".join(run), file=sys.stderr, flush=True)
+    if subprocess.run(run).returncode != 0:
+        sys.exit("blas_bound: the comparison under perf record failed (see above)")
+    script = subprocess.run([perf, "script", "-i", data, "-F", "pid,time,ip,dso"], capture_output=True, text=True)
+    if script.returncode != 0:
+        sys.exit(f"blas_bound: perf script failed: {script.stderr.strip()}")
+    with open(os.path.join(work, "samples.txt"), "w") as f:
+        f.write(script.stdout)
+    try:
+        with open(report_path) as f:
+            row = one_row(json.load(f))
+        shares = shares_by_side(parse_samples(script.stdout.splitlines()))
+    except ValueError as e:
+        sys.exit(f"blas_bound: {e}")
+    for who in ("qkv", "torch"):
+        if not shares[who]:
+            sys.exit(f"blas_bound: no {who} training process among the samples")
+    return row, shares
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--freq", type=int, default=999, help="samples per second (perf record -F)")
-    ap.add_argument("--keep", help="keep perf.data, the samples and the comparison's JSON in this directory")
+    ap.add_argument("--keep", help="keep perf.data, the samples (samples.txt: perf script) and the comparison's JSON (bench.json) "
+                    "in this directory")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the comparison script and its arguments")
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -165,25 +190,11 @@ def main(argv=None):
         return 2
     work = a.keep or tempfile.mkdtemp(prefix="blas_bound-")
     os.makedirs(work, exist_ok=True)
-    data, report_path = os.path.join(work, "perf.data"), os.path.join(work, "bench.json")
-    run = [perf, "record", "-q", "-F", str(a.freq), "-o", data, "--", "/usr/bin/python3", *cmd, "--json", report_path]
-    print("$ " + " ".join(run), file=sys.stderr, flush=True)
-    if subprocess.run(run).returncode != 0:
-        sys.exit("blas_bound: the comparison under perf record failed (see above)")
-    script = subprocess.run([perf, "script", "-i", data, "-F", "pid,time,ip,dso"], capture_output=True, text=True)
-    if script.returncode != 0:
-        sys.exit(f"blas_bound: perf script failed: {script.stderr.strip()}")
     try:
-        with open(report_path) as f:
-            row = one_row(json.load(f))
-        shares = shares_by_side(parse_samples(script.stdout.splitlines()))
-    except ValueError as e:
-        sys.exit(f"blas_bound: {e}")
-    for who in ("qkv", "torch"):
-        if not shares[who]:
-            sys.exit(f"blas_bound: no {who} training process among the samples")
-    if not a.keep:
-        shutil.rmtree(work)
+        row, shares = measure(perf, cmd, a.freq, work)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work)
     sq, st = statistics.median(shares["qkv"]), statistics.median(shares["torch"])
     blas_time, ceiling = bound(row["ratio"], sq, st)
     name, flags = cpu_info()
