@@ -6,9 +6,9 @@
         configs/fortunes.yaml --threads 1 --steps 40 --rounds 3
     /usr/bin/python3 scripts/blas_bound.py -- scripts/bench_vs_torch.py --workloads medium --threads 1 --runs 3
 
-Runs the comparison (`bench_lm.py speed` or `bench_vs_torch.py`, one thread count and one workload)
-under `perf record` (cpu-clock samples of every process it starts) and adds `--json` to it for its
-table. Each training process is told apart by the code it runs: qkv's (samples in the `qkv` or
+Runs the comparison (`bench_lm.py speed` or `bench_vs_torch.py`, one workload, 1 thread: at more
+threads a step's wall-clock time is not the CPU time perf samples) under `perf record` (cpu-clock
+samples of every process it starts) and adds `--json` to it for its table. Each training process is told apart by the code it runs: qkv's (samples in the `qkv` or
 `bench_train` executable) or PyTorch's (samples in libtorch_cpu). For each process it takes the
 middle half of its samples in time, which lies inside its training steps (start-up, data loading
 and warm-up come before, the end of the run after), and counts the share of those samples that
@@ -116,20 +116,21 @@ def option(cmd, name):
 
 
 def command_problem(cmd):
-    """None if `cmd` is a comparison this script can read (bench_lm.py speed, or bench_vs_torch.py,
-    with one thread count and, for bench_vs_torch.py, one workload), else what is wrong: checked
-    before the comparison runs, since it takes minutes."""
+    """None if `cmd` is a comparison this script can read (bench_lm.py speed, or bench_vs_torch.py
+    with one workload; at 1 thread), else what is wrong: checked before the comparison runs, since
+    it takes minutes."""
     script = os.path.basename(cmd[0]) if cmd else ""
     if script not in ("bench_lm.py", "bench_vs_torch.py"):
         return "give the comparison after --: scripts/bench_lm.py speed ... or scripts/bench_vs_torch.py ..."
     if script == "bench_lm.py" and cmd[1:2] != ["speed"]:
         return "of bench_lm.py only `speed` trains: scripts/bench_lm.py speed CONFIG ..."
-    wanted = [("--threads N", "one thread count")] + ([("--workloads W", "one workload")]
-                                                       if script == "bench_vs_torch.py" else [])
-    for form, what in wanted:
-        value = option(cmd, form.split()[0])
-        if value is None or "," in value:
-            return f"give {script} {what} ({form}): the shares are per process, one row of the table"
+    if script == "bench_vs_torch.py":
+        workloads = option(cmd, "--workloads")
+        if workloads is None or "," in workloads:
+            return f"give {script} one workload (--workloads W): the shares are per process, one row of the table"
+    if option(cmd, "--threads") != "1":
+        return (f"give {script} --threads 1: at more threads a step's wall-clock time is not the CPU time "
+                "perf samples (threads wait for each other), so the bound's formula would not hold")
     return None
 
 
