@@ -67,8 +67,9 @@ def blas_share(dsos):
 
 def side(samples, min_blas=0.1):
     """"qkv", "torch" or None: which framework's training a process ran, by the code its samples
-    fall in. A process with under `min_blas` of its samples in OpenBLAS trains nothing (the driver
-    importing torch, `qkv info`, a capacity probe without either framework): None."""
+    fall in. None for a process with under `min_blas` of its samples in OpenBLAS, which trains
+    nothing (the driver importing torch, `qkv info`), and for one that runs neither framework's
+    code (a capacity probe's sgemm loop)."""
     names = {os.path.basename(dso) for _, dso in samples}
     if blas_share([d for _, d in samples]) < min_blas:
         return None
@@ -101,7 +102,7 @@ def one_row(report):
     rows = report.get("rows", [])
     if len(rows) != 1:
         raise ValueError(f"the comparison reported {len(rows)} rows; give it one thread count and one workload "
-                         "(--threads N, and --workloads W for bench_vs_torch.py)")
+                         "(--threads 1, and --workloads W for bench_vs_torch.py)")
     return rows[0]
 
 
