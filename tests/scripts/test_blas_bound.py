@@ -26,8 +26,8 @@ def lines(pid, t0, dsos, dt=0.001):
 # 1000 of writing its checkpoint. The middle half by time (samples 1000-3000) is the steady part.
 qkv = (["/work/main/build/qkv"] * 1000 + ([BLAS] * 4 + ["/work/main/build/qkv"]) * 400
        + ["/usr/lib/x86_64-linux-gnu/libhdf5_serial.so.103"] * 1000)
-# PyTorch: 1000 samples importing torch, then 2000 steady ones, 2 in 3 in OpenBLAS (the rest in
-# libtorch_cpu), then 1000 more steady ones.
+# PyTorch: 1000 samples importing torch, then 3000 steady ones, 2 in 3 in OpenBLAS (the rest in
+# libtorch_cpu); its middle half (samples 1000-3000) lies in them.
 torch = [TORCH] * 1000 + ([BLAS] * 2 + [TORCH]) * 1000
 driver = ["/usr/bin/python3.11"] * 500 + [TORCH] * 300  # the driver script imports torch
 text = lines(101, 10.0, qkv) + lines(102, 20.0, torch) + lines(100, 5.0, driver) + [
