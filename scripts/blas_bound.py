@@ -178,8 +178,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("--freq", type=int, default=999, help="samples per second (perf record -F)")
-    ap.add_argument("--keep", help="keep perf.data, the samples (samples.txt: perf script) and the comparison's JSON (bench.json) "
-                    "in this directory")
+    ap.add_argument("--keep", help="keep perf.data, the samples (samples.txt: perf script) and the comparison's "
+                    "JSON (bench.json) in this directory")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the comparison script and its arguments")
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
