@@ -8,8 +8,9 @@
 
 Runs the comparison (`bench_lm.py speed` or `bench_vs_torch.py`, one workload, 1 thread: at more
 threads a step's wall-clock time is not the CPU time perf samples) under `perf record` (cpu-clock
-samples of every process it starts) and adds `--json` to it for its table. Each training process is told apart by the code it runs: qkv's (samples in the `qkv` or
-`bench_train` executable) or PyTorch's (samples in libtorch_cpu). For each process it takes the
+samples of every process it starts) and adds `--json` to it for its table. Each training process
+is told apart by the code it runs: qkv's (samples in the `qkv` or `bench_train` executable) or
+PyTorch's (samples in libtorch_cpu). For each process it takes the
 middle half of its samples in time, which lies inside its training steps (start-up, data loading
 and warm-up come before, the end of the run after), and counts the share of those samples that
 fall in OpenBLAS (libopenblas: the sgemm kernels, their packing, OpenBLAS's zeroing of C).
