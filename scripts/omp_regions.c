@@ -6,22 +6,25 @@
  * thread's time inside the region's body, and how long after the start each other thread entered
  * it (its wake-up). A thread's idle time in a region is wall - busy: waiting to be woken, and
  * waiting at the closing barrier for a slower thread. Totals are kept per outlined function (one
- * per `#pragma omp parallel` in the source) and written at exit, one line each:
+ * per `#pragma omp parallel` in the source) and written at exit by each process that timed any
+ * (so a driver and the programs it starts do not overwrite each other), one line each:
  *
  *   object offset regions threads wall_s thread_wall_s busy_s wake_s
  *
  * object and offset locate the function (offset from the object's load base, for addr2line);
  * threads is the largest team seen; wall_s sums the regions' wall times and thread_wall_s their
  * wall times times their team sizes; busy_s sums every thread's busy time (thread_wall_s - busy_s
- * is the idle thread time); wake_s sums the other threads' wake-up delays. Environment: QKV_REGIONS_OUT (the output file, required),
- * QKV_REGIONS_FROM and QKV_REGIONS_TO (count only regions that start within these seconds after
- * the library is loaded; default all). Nested regions are not timed. */
+ * is the idle thread time); wake_s sums the other threads' wake-up delays. Environment:
+ * QKV_REGIONS_OUT (required: a directory; the file is regions.<pid>.txt in it), QKV_REGIONS_FROM
+ * and QKV_REGIONS_TO (count only regions that start within these seconds after the library is
+ * loaded into the process; default all). Nested regions are not timed. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { kMaxThreads = 256, kMaxFunctions = 1024 };
 
@@ -53,9 +56,12 @@ static double now(void) {
 }
 
 static void write_totals(void) {
-  FILE* f = fopen(out_path, "w");
+  if (functions == 0 && dropped == 0) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/regions.%ld.txt", out_path, (long)getpid());
+  FILE* f = fopen(path, "w");
   if (!f) {
-    fprintf(stderr, "omp_regions: cannot write %s\n", out_path);
+    fprintf(stderr, "omp_regions: cannot write %s\n", path);
     return;
   }
   for (int i = 0; i < functions; ++i) {

@@ -17,7 +17,10 @@ of the source (one outlined function each, named by addr2line), worst idle first
 --from and --to keep only the regions that start within those seconds of the program's start
 (e.g. past start-up and the first steps, before a final evaluation). Time outside every region
 (one thread working, the others asleep) is not in the table; the last line gives the regions'
-share of the window's wall time. Linux with glibc and libgomp only (not clang's libomp).
+share of the window's wall time. Every process the command starts is timed (each writes its own
+totals; rows of the same function are added, and the window counts from each process's start),
+so a driver script that runs several programs gives one table for all of them. Linux with glibc
+and libgomp only (not clang's libomp).
 """
 import argparse
 import os
@@ -33,15 +36,20 @@ SOURCE = os.path.join(SCRIPTS, "omp_regions.c")
 
 def parse_totals(lines):
     """[{object, offset, regions, threads, wall, thread_wall, busy, wake}] from the library's
-    output lines (comment lines skipped)."""
-    rows = []
+    output lines (comment lines skipped), one row per function: rows of the same function (from
+    several processes) are added, their team sizes maxed."""
+    rows = {}
     for line in lines:
         if not line.strip() or line.startswith("#"):
             continue
         obj, off, regions, threads, wall, thread_wall, busy, wake = line.split()
-        rows.append(dict(object=obj, offset=int(off, 16), regions=int(regions), threads=int(threads),
-                         wall=float(wall), thread_wall=float(thread_wall), busy=float(busy), wake=float(wake)))
-    return rows
+        r = rows.setdefault((obj, int(off, 16)), dict(object=obj, offset=int(off, 16), regions=0, threads=0,
+                                                      wall=0.0, thread_wall=0.0, busy=0.0, wake=0.0))
+        r["regions"] += int(regions)
+        r["threads"] = max(r["threads"], int(threads))
+        for key, value in (("wall", wall), ("thread_wall", thread_wall), ("busy", busy), ("wake", wake)):
+            r[key] += float(value)
+    return list(rows.values())
 
 
 def idle(row):
@@ -110,7 +118,8 @@ def main(argv=None):
                     help="count regions that start this many seconds after the program starts, or later")
     ap.add_argument("--to", type=float, help="... and before this many seconds (default: the end)")
     ap.add_argument("--top", type=int, default=12, help="rows of the table (the rest summed in one)")
-    ap.add_argument("--keep", help="keep the library and its raw output (regions.txt) in this directory")
+    ap.add_argument("--keep", help="keep the library and its raw output (regions/regions.<pid>.txt) in this "
+                    "directory")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
     a = ap.parse_args(argv)
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
@@ -124,7 +133,8 @@ def main(argv=None):
     os.makedirs(work, exist_ok=True)
     try:
         lib = compile_library(work)
-        out = os.path.join(work, "regions.txt")
+        out = os.path.join(work, "regions")
+        os.makedirs(out, exist_ok=True)
         env = dict(os.environ, QKV_REGIONS_OUT=out, QKV_REGIONS_FROM=str(a.start),
                    LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
         if a.to is not None:
@@ -135,17 +145,17 @@ def main(argv=None):
         if rc != 0:
             print(f"omp_regions: the command exited with status {rc}", file=sys.stderr)
             return rc
-        if not os.path.exists(out):
-            print(f"omp_regions: the command wrote no region times ({out}); is it built with GCC's OpenMP?",
-                  file=sys.stderr)
-            return 1
-        with open(out) as f:
-            rows = resolve(parse_totals(f))
+        lines = []
+        for name in sorted(os.listdir(out)):
+            with open(os.path.join(out, name)) as f:
+                lines += f.readlines()
+        rows = resolve(parse_totals(lines))
     finally:
         if not a.keep:
             shutil.rmtree(work)
     if not rows:
-        print("omp_regions: no parallel region started in the window", file=sys.stderr)
+        print("omp_regions: no parallel region started in the window (is the program built with GCC's "
+              "OpenMP?)", file=sys.stderr)
         return 1
     window = (min(a.to, elapsed) if a.to is not None else elapsed) - a.start
     print("\n".join(table(rows, window if window > 0 else 0.0, a.top)))

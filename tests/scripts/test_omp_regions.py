@@ -80,10 +80,13 @@ def find(rows, name):
 
 
 # The table on made-up totals: idle = thread wall - busy, worst first, the rest summed.
-lines = ["/x/prog 0x10 10 2 1.0 2.0 1.5 0.001", "/x/prog 0x20 5 2 2.0 4.0 3.9 0.0005",
-         "# a comment", "", "/x/prog 0x30 1 2 0.1 0.2 0.25 0.0"]
+lines = ["/x/prog 0x10 6 2 0.6 1.2 0.9 0.0006", "/x/prog 0x20 5 2 2.0 4.0 3.9 0.0005",
+         "# a comment", "", "/x/prog 0x30 1 2 0.1 0.2 0.25 0.0",
+         "/x/prog 0x10 4 1 0.4 0.8 0.6 0.0004"]  # the same function in a second process
 totals = omp_regions.parse_totals(lines)
-check("three rows parsed", len(totals) == 3, str(totals))
+check("three rows parsed, a function's two processes added", len(totals) == 3
+      and totals[0]["regions"] == 10 and totals[0]["threads"] == 2 and abs(totals[0]["wall"] - 1.0) < 1e-12,
+      str(totals))
 check("idle = thread wall - busy", abs(omp_regions.idle(totals[0]) - 0.5) < 1e-12)
 check("idle never negative", omp_regions.idle(totals[2]) == 0.0)
 for t in totals:
@@ -109,7 +112,14 @@ try:
     row = find(rows_of(whole.stdout), "region")
     check("whole run: one row, the region's function (its name from addr2line), 14 regions of 2 threads",
           row is not None and row[:2] == (14, 2), whole.stdout)
-    check("--keep kept the raw totals", os.path.exists(os.path.join(work, "keep", "regions.txt")))
+    kept = os.listdir(os.path.join(work, "keep", "regions"))
+    check("--keep kept the raw totals, one file of the one process that timed regions",
+          len(kept) == 1 and re.fullmatch(r"regions\.\d+\.txt", kept[0]) is not None, str(kept))
+
+    twice = run("--", "/bin/sh", "-c", f"{prog} && {prog}")
+    row = find(rows_of(twice.stdout), "region")
+    check("a shell running the program twice: both processes' regions added (28)",
+          twice.returncode == 0 and row is not None and row[0] == 28, twice.stdout + twice.stderr)
 
     # Each phase alone, through the window, against the program's own account of the same run.
     for args, phase, regions in ((["--to", "0.45"], 0, 10), (["--from", "0.45"], 1, 4)):
