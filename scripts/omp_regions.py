@@ -134,17 +134,22 @@ def main(argv=None):
     try:
         lib = compile_library(work)
         out = os.path.join(work, "regions")
-        os.makedirs(out, exist_ok=True)
+        shutil.rmtree(out, ignore_errors=True)  # a kept directory's totals of an earlier run
+        os.makedirs(out)
         env = dict(os.environ, QKV_REGIONS_OUT=out, QKV_REGIONS_FROM=str(a.start),
                    LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
         if a.to is not None:
             env["QKV_REGIONS_TO"] = str(a.to)
         t0 = time.monotonic()
-        rc = subprocess.run(cmd, env=env).returncode
+        try:
+            rc = subprocess.run(cmd, env=env).returncode
+        except OSError as e:
+            print(f"omp_regions: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
+            return 2
         elapsed = time.monotonic() - t0
         if rc != 0:
             print(f"omp_regions: the command exited with status {rc}", file=sys.stderr)
-            return rc
+            return rc if rc > 0 else 1
         lines = []
         for name in sorted(os.listdir(out)):
             with open(os.path.join(out, name)) as f:

@@ -112,6 +112,10 @@ try:
     row = find(rows_of(whole.stdout), "region")
     check("whole run: one row, the region's function (its name from addr2line), 14 regions of 2 threads",
           row is not None and row[:2] == (14, 2), whole.stdout)
+    again = run("--keep", os.path.join(work, "keep"), "--", prog)
+    row = find(rows_of(again.stdout), "region")
+    check("a second run into the same --keep directory: its own 14 regions only",
+          again.returncode == 0 and row is not None and row[0] == 14, again.stdout + again.stderr)
     kept = os.listdir(os.path.join(work, "keep", "regions"))
     check("--keep kept the raw totals, one file of the one process that timed regions",
           len(kept) == 1 and re.fullmatch(r"regions\.\d+\.txt", kept[0]) is not None, str(kept))
@@ -140,6 +144,9 @@ try:
     none = run("--", "/bin/true")
     check("a program without parallel regions: exit 1, said so",
           none.returncode == 1 and "no parallel region" in none.stderr, none.stdout + none.stderr)
+    missing = run("--", os.path.join(work, "no-such-program"))
+    check("a program that is not there: exit 2, said so",
+          missing.returncode == 2 and "cannot run" in missing.stderr, missing.stderr)
     failing = run("--", "/bin/false")
     check("the command's failure is passed on", failing.returncode == 1 and "status 1" in failing.stderr,
           failing.stderr)
