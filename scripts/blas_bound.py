@@ -34,11 +34,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, SCRIPTS)
 from machine import cpu_info, isa, report_missing, torch_missing  # noqa: E402
+from wrapper import parse_with_command, work_dir  # noqa: E402
 
 QKV_EXECUTABLES = ("qkv", "bench_train")
 TORCH_LIBRARY = "libtorch_cpu"
@@ -181,9 +181,7 @@ def main(argv=None):
     ap.add_argument("--freq", type=int, default=999, help="samples per second (perf record -F)")
     ap.add_argument("--keep", help="keep perf.data, the samples (samples.txt: perf script) and the comparison's "
                     "JSON (bench.json) in this directory")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the comparison script and its arguments")
-    a = ap.parse_args(argv)
-    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    a, cmd = parse_with_command(ap, argv, "the comparison script and its arguments")
     problem = command_problem(cmd)
     if problem:
         ap.error(problem)
@@ -191,13 +189,8 @@ def main(argv=None):
     if report_missing(None if perf else "blas_bound: `perf` not found (Debian's linux-perf package)",
                       torch_missing("blas_bound")):
         return 2
-    work = a.keep or tempfile.mkdtemp(prefix="blas_bound-")
-    os.makedirs(work, exist_ok=True)
-    try:
+    with work_dir(a.keep, "blas_bound-") as work:
         row, shares = measure(perf, cmd, a.freq, work)
-    finally:
-        if not a.keep:
-            shutil.rmtree(work)
     sq, st = statistics.median(shares["qkv"]), statistics.median(shares["torch"])
     blas_time, ceiling = bound(row["ratio"], sq, st)
     name, flags = cpu_info()

@@ -27,10 +27,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, SCRIPTS)
+from wrapper import parse_with_command, work_dir  # noqa: E402
+
 SOURCE = os.path.join(SCRIPTS, "omp_regions.c")
 
 
@@ -111,6 +113,35 @@ def compile_library(work):
     return lib
 
 
+def timed_run(cmd, work, start, to):
+    """Runs cmd with the library preloaded, writing into work/regions/: (the rows of every process
+    that timed regions, the run's wall time in seconds); SystemExit when the command cannot run
+    or fails."""
+    lib = compile_library(work)
+    out = os.path.join(work, "regions")
+    shutil.rmtree(out, ignore_errors=True)  # a kept directory's totals of an earlier run
+    os.makedirs(out)
+    env = dict(os.environ, QKV_REGIONS_OUT=out, QKV_REGIONS_FROM=str(start),
+               LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
+    if to is not None:
+        env["QKV_REGIONS_TO"] = str(to)
+    t0 = time.monotonic()
+    try:
+        rc = subprocess.run(cmd, env=env).returncode
+    except OSError as e:
+        print(f"omp_regions: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
+        raise SystemExit(2)
+    elapsed = time.monotonic() - t0
+    if rc != 0:
+        print(f"omp_regions: the command exited with status {rc}", file=sys.stderr)
+        raise SystemExit(rc if rc > 0 else 1)
+    lines = []
+    for name in sorted(os.listdir(out)):
+        with open(os.path.join(out, name)) as f:
+            lines += f.readlines()
+    return parse_totals(lines), elapsed
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -120,50 +151,21 @@ def main(argv=None):
     ap.add_argument("--top", type=int, default=12, help="rows of the table (the rest summed in one)")
     ap.add_argument("--keep", help="keep the library and its raw output (regions/regions.<pid>.txt) in this "
                     "directory")
-    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- then the program and its arguments")
-    a = ap.parse_args(argv)
-    cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+    a, cmd = parse_with_command(ap, argv, "the program and its arguments")
     if not cmd:
         ap.error("no command: give the program to run after --")
     if a.start < 0 or (a.to is not None and a.to <= a.start):
         ap.error(f"--from {a.start} and --to {a.to}: need 0 <= from < to")
     if a.top < 1:
         ap.error(f"--top {a.top}: need at least 1")
-    work = a.keep or tempfile.mkdtemp(prefix="omp_regions-")
-    os.makedirs(work, exist_ok=True)
-    try:
-        lib = compile_library(work)
-        out = os.path.join(work, "regions")
-        shutil.rmtree(out, ignore_errors=True)  # a kept directory's totals of an earlier run
-        os.makedirs(out)
-        env = dict(os.environ, QKV_REGIONS_OUT=out, QKV_REGIONS_FROM=str(a.start),
-                   LD_PRELOAD=" ".join(filter(None, [lib, os.environ.get("LD_PRELOAD")])))
-        if a.to is not None:
-            env["QKV_REGIONS_TO"] = str(a.to)
-        t0 = time.monotonic()
-        try:
-            rc = subprocess.run(cmd, env=env).returncode
-        except OSError as e:
-            print(f"omp_regions: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
-            return 2
-        elapsed = time.monotonic() - t0
-        if rc != 0:
-            print(f"omp_regions: the command exited with status {rc}", file=sys.stderr)
-            return rc if rc > 0 else 1
-        lines = []
-        for name in sorted(os.listdir(out)):
-            with open(os.path.join(out, name)) as f:
-                lines += f.readlines()
-        rows = resolve(parse_totals(lines))
-    finally:
-        if not a.keep:
-            shutil.rmtree(work)
+    with work_dir(a.keep, "omp_regions-") as work:
+        rows, elapsed = timed_run(cmd, work, a.start, a.to)
     if not rows:
         print("omp_regions: no parallel region started in the window (is the program built with GCC's "
               "OpenMP?)", file=sys.stderr)
         return 1
     window = (min(a.to, elapsed) if a.to is not None else elapsed) - a.start
-    print("\n".join(table(rows, window if window > 0 else 0.0, a.top)))
+    print("\n".join(table(resolve(rows), window if window > 0 else 0.0, a.top)))
     return 0
 
 
