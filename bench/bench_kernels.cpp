@@ -73,11 +73,15 @@ void gemm_backward_input_one_call(benchmark::State& s) { gemm_linear(s, 1, true)
 void gemm_backward_weight_one_call(benchmark::State& s) { gemm_linear(s, 2, true); }
 
 // rows = B*T, in, out of the workloads' Linear layers: small (2048 rows, 64 <-> 256), medium
-// (4096 rows, 256 <-> 256 and 256 <-> 1024), long (4096 rows, 128 <-> 512).
+// (4096 rows, 256 <-> 256 and 256 <-> 1024), long (4096 rows, 128 <-> 512); and of the language
+// models of scripts/bench_lm.py: configs/fortunes.yaml (4096 rows, 192 <-> 768) and its 10.8M
+// variant (384 <-> 1536).
 void linear_shapes(benchmark::internal::Benchmark* b) {
-  for (auto s : std::vector<std::vector<std::int64_t>>{{2048, 64, 64},   {2048, 64, 256},   {2048, 256, 64},
-                                                       {4096, 256, 256}, {4096, 256, 1024}, {4096, 1024, 256},
-                                                       {4096, 128, 128}, {4096, 128, 512}})
+  for (auto s : std::vector<std::vector<std::int64_t>>{{2048, 64, 64},    {2048, 64, 256},   {2048, 256, 64},
+                                                       {4096, 256, 256},  {4096, 256, 1024}, {4096, 1024, 256},
+                                                       {4096, 128, 128},  {4096, 128, 512},  {4096, 192, 192},
+                                                       {4096, 192, 768},  {4096, 768, 192},  {4096, 384, 384},
+                                                       {4096, 384, 1536}, {4096, 1536, 384}})
     b->Args(s);
   b->ArgNames({"rows", "in", "out"})->UseRealTime();
 }
