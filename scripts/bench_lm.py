@@ -368,13 +368,14 @@ def cmd_speed(a):
     print("\n| threads | qkv tokens/s | PyTorch twin tokens/s | qkv / twin |")
     print("|---|---|---|---|")
     table = []
+    flops = flops_per_token(m, tk, q_vocab)
     for n in threads:
         q, t = results[n]["qkv"], results[n]["torch"]
         ratio = median([x / y for x, y in zip(q, t)])
         table.append({"threads": n, "qkv_tokens_per_s": median(q), "torch_tokens_per_s": median(t), "ratio": ratio,
-                      "qkv_rounds": q, "torch_rounds": t})
+                      "qkv_rounds": q, "torch_rounds": t,
+                      "qkv_model_gflops": median(q) * flops / 1e9 if flops else None})
         print(f"| {n} | {median(q):.0f} | {median(t):.0f} | {ratio:.2f} |")
-    flops = flops_per_token(m, tk, q_vocab)
     if flops:
         print(f"model FLOPs per token (3 x forward, attention over all T keys, as bench_train counts): "
               f"{flops / 1e6:.2f} M; GFLOP/s at the medians: "

@@ -218,6 +218,7 @@ def main():
                    "qkv_rss_mib": med(q_runs, "max_rss_mib"), "torch_rss_mib": med(t_runs, "max_rss_mib"),
                    "torch_baseline_rss_mib": med(t_runs, "baseline_rss_mib"),
                    "qkv_pool_peak_mib": med(q_runs, "pool_peak_mib"),
+                   "qkv_model_gflops": med(q_runs, "model_gflops"),
                    "qkv_new_per_step": med(q_runs, "operator_new_per_step"),
                    "qkv_pool_sys_per_step": med(q_runs, "pool_system_allocs_per_step")}
             rows.append(row)

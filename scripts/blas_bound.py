@@ -23,8 +23,22 @@ median ratio), s_q and s_t the two OpenBLAS shares (medians over the rounds' pro
 
 The ceiling is the ratio qkv would reach if everything in its step outside OpenBLAS took no time,
 with its BLAS calls as they are: a target above it needs fewer or faster matrix products, not
-faster code around them. Needs `perf` (linux-perf) and a kernel that lets this user sample
-(perf_event_paranoid <= 2 for one's own processes).
+faster code around them.
+
+How much faster could the products be? No float32 GEMM runs faster than the core's FMA rate P
+(`bench_kernels` fma_peak: independent FMA chains, no memory traffic, at the build's vector
+width), run here on the comparison's CPU after it. With g qkv's model GFLOP/s (as bench_train
+counts them: every attention score), the model's FLOPs at the rate P take g / P of qkv's step, so
+
+    products at the FMA rate, the rest of the step as it is = r / (1 - s_q + g / P)
+    products at the FMA rate and nothing else in the step  = r / (g / P)
+
+are what any GEMM of qkv's own could give at most: a target above the first needs the rest of the
+step to shrink as well, one above the second cannot be reached. (qkv's causal attention skips
+some scores the count includes, so g / P overstates the products' time at P by their share: about
+1-3% for the language models.) Needs `perf` (linux-perf) and a kernel that lets this user sample
+(perf_event_paranoid <= 2 for one's own processes); the FMA-rate lines need `bench_kernels`
+(`make bench`; --kernels).
 """
 import argparse
 import json
@@ -37,9 +51,11 @@ import sys
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, SCRIPTS)
-from machine import cpu_info, isa, report_missing, torch_missing  # noqa: E402
+from machine import cpu_info, isa, pin_to, pinned_cpus, report_missing, torch_missing  # noqa: E402
 from wrapper import parse_with_command, work_dir  # noqa: E402
 
+REPO = os.path.dirname(SCRIPTS)
+DEFAULT_KERNELS = os.path.join(REPO, "build-bench", "bench", "bench_kernels")
 QKV_EXECUTABLES = ("qkv", "bench_train")
 TORCH_LIBRARY = "libtorch_cpu"
 BLAS_LIBRARY = "libopenblas"
@@ -95,6 +111,37 @@ def steady_share(samples, min_samples=200):
 def bound(ratio, qkv_share, torch_share):
     """(PyTorch's OpenBLAS time per step over qkv's, the ceiling ratio): see the module's docstring."""
     return ratio * torch_share / qkv_share, ratio / qkv_share
+
+
+def fma_bound(ratio, qkv_share, model_gflops, fma_gflops):
+    """(the ratio with qkv's products at the core's FMA rate and the rest of its step as it is,
+    the same with nothing else in the step): see the module's docstring."""
+    at_peak = model_gflops / fma_gflops  # the model's FLOPs at the FMA rate, as a share of qkv's step
+    return ratio / (1 - qkv_share + at_peak), ratio / at_peak
+
+
+def fma_rate(report):
+    """(median GFLOP/s, label) of the fma_peak runs in `bench_kernels --benchmark_format=json`
+    output; an error if there are none."""
+    runs = [b for b in report.get("benchmarks", [])
+            if b.get("name", "").startswith("fma_peak") and b.get("run_type", "iteration") == "iteration"]
+    if not runs:
+        raise ValueError("bench_kernels reported no fma_peak run")
+    return statistics.median(b["GFLOP"] for b in runs), runs[0].get("label", "")
+
+
+def measure_fma(kernels, cpus, repetitions=5):
+    """(GFLOP/s, label) of bench_kernels' fma_peak on `cpus` (the comparison's 1-thread CPU)."""
+    cmd = [kernels, "--benchmark_filter=^fma_peak", "--benchmark_format=json",
+           f"--benchmark_repetitions={repetitions}"]
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin_to(cpus),
+                       env={**os.environ, "QKV_BENCH_THREADS": "1"})
+    if r.returncode != 0:
+        sys.exit(f"blas_bound: {' '.join(cmd)} failed (exit {r.returncode}): {r.stderr.strip()}")
+    try:
+        return fma_rate(json.loads(r.stdout))
+    except (ValueError, KeyError) as e:
+        sys.exit(f"blas_bound: {kernels}: {e}")
 
 
 def one_row(report):
@@ -181,6 +228,9 @@ def main(argv=None):
     ap.add_argument("--freq", type=int, default=999, help="samples per second (perf record -F)")
     ap.add_argument("--keep", help="keep perf.data, the samples (samples.txt: perf script) and the comparison's "
                     "JSON (bench.json) in this directory")
+    ap.add_argument("--kernels", default=DEFAULT_KERNELS,
+                    help="bench_kernels, for the core's FMA rate (its fma_peak); build it with `make bench`. "
+                    "Give the one built like the binary compared (build-avx2/bench/bench_kernels for the AVX2 path)")
     a, cmd = parse_with_command(ap, argv, "the comparison script and its arguments")
     problem = command_problem(cmd)
     if problem:
@@ -191,6 +241,8 @@ def main(argv=None):
         return 2
     with work_dir(a.keep, "blas_bound-") as work:
         row, shares = measure(perf, cmd, a.freq, work)
+    have_kernels = os.path.isfile(a.kernels) and os.access(a.kernels, os.X_OK)
+    fma = measure_fma(a.kernels, pinned_cpus(1)) if have_kernels else None
     sq, st = statistics.median(shares["qkv"]), statistics.median(shares["torch"])
     blas_time, ceiling = bound(row["ratio"], sq, st)
     name, flags = cpu_info()
@@ -207,6 +259,18 @@ def main(argv=None):
     print(f"PyTorch's OpenBLAS time per step / qkv's: {blas_time:.2f}")
     print(f"ceiling (PyTorch's step / qkv's OpenBLAS time per step; qkv with nothing but its BLAS calls): "
           f"{ceiling:.2f}")
+    g = row.get("qkv_model_gflops")
+    if fma is None:
+        print(f"\n(no FMA-rate bound: {a.kernels} not found; build it with `make bench` or give --kernels)")
+    elif not g:
+        print("\n(no FMA-rate bound: the comparison reported no model FLOPs for qkv)")
+    else:
+        rest, alone = fma_bound(row["ratio"], sq, g, fma[0])
+        print(f"\nqkv's model FLOPs: {g:.1f} GFLOP/s of its step, {g / sq:.1f} GFLOP/s of its OpenBLAS time")
+        print(f"the core's FMA rate (bench_kernels fma_peak, 1 thread, {fma[1]}): {fma[0]:.1f} GFLOP/s; qkv's "
+              f"OpenBLAS time runs at {g / sq / fma[0]:.2f} of it")
+        print(f"products at the FMA rate (no float32 GEMM is faster), the rest of qkv's step as it is: {rest:.2f}")
+        print(f"products at the FMA rate and nothing else in qkv's step: {alone:.2f}")
     return 0
 
 

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """scripts/blas_bound.py on made-up `perf script` output: which process is whose, the OpenBLAS
-share of the steady middle of each, and the bound it gives. (Running it for real needs perf and
+share of the steady middle of each, and the bounds it gives. (Running it for real needs perf and
 PyTorch, which the suite does not install; docs/performance.md has its measurements.)"""
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
 import blas_bound  # noqa: E402
@@ -51,6 +52,30 @@ check("shares by side", {k: [round(s, 2) for s in v] for k, v in shares.items()}
 # A ratio of 1.2 with shares 0.8 and 0.6: PyTorch's OpenBLAS time per step is 1.2 * 0.6 / 0.8 = 0.9
 # of qkv's, and qkv with nothing but its OpenBLAS calls would be 1.2 / 0.8 = 1.5x PyTorch.
 check("bound", tuple(round(x, 6) for x in blas_bound.bound(1.2, 0.8, 0.6)), (0.9, 1.5))
+
+# The same comparison with qkv's model FLOPs at 120 GFLOP/s of its step and a core whose FMA rate
+# is 200: the FLOPs at that rate take 0.6 of the step, so with the rest (0.2) as it is the ratio is
+# 1.2 / 0.8 = 1.5, and with nothing else 1.2 / 0.6 = 2.
+check("FMA-rate bound", tuple(round(x, 6) for x in blas_bound.fma_bound(1.2, 0.8, 120.0, 200.0)), (1.5, 2.0))
+LABEL = "16 floats per FMA (avx512bw)"
+report = {"benchmarks": [
+    {"name": "fma_peak/real_time", "run_type": "iteration", "GFLOP": g, "label": LABEL} for g in (230.0, 200.0, 220.0)] + [
+    {"name": "fma_peak/real_time_mean", "run_type": "aggregate", "GFLOP": 999.0, "label": LABEL},
+    {"name": "gemm_square/512/real_time", "run_type": "iteration", "GFLOP": 150.0}]}
+check("FMA rate: the median of the fma_peak runs, not the aggregates", blas_bound.fma_rate(report), (220.0, LABEL))
+try:
+    blas_bound.fma_rate({"benchmarks": [{"name": "gemm_square/512/real_time", "GFLOP": 150.0}]})
+    failures.append("no fma_peak run: no error")
+except ValueError as e:
+    check("no fma_peak run: the error says so", "no fma_peak" in str(e), True)
+with tempfile.TemporaryDirectory() as tmp:  # a stand-in bench_kernels: the call and its parsing
+    fake = os.path.join(tmp, "bench_kernels")
+    with open(fake, "w") as f:
+        f.write("#!/usr/bin/python3\nimport json, os, sys\n"
+                "assert '--benchmark_filter=^fma_peak' in sys.argv and os.environ['QKV_BENCH_THREADS'] == '1'\n"
+                f"print(json.dumps({report!r}))\n")
+    os.chmod(fake, 0o755)
+    check("measure_fma runs bench_kernels", blas_bound.measure_fma(fake, None), (220.0, LABEL))
 
 check("one row", blas_bound.one_row({"rows": [{"ratio": 1.2}]}), {"ratio": 1.2})
 for rows in ([], [{"ratio": 1.2}, {"ratio": 1.6}]):
