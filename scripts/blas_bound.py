@@ -51,7 +51,7 @@ import sys
 
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, SCRIPTS)
-from machine import cpu_info, isa, pin_to, pinned_cpus, report_missing, torch_missing  # noqa: E402
+from machine import cpu_info, executable_missing, isa, pin_to, pinned_cpus, report_missing, torch_missing  # noqa: E402
 from wrapper import parse_with_command, work_dir  # noqa: E402
 
 REPO = os.path.dirname(SCRIPTS)
@@ -241,8 +241,8 @@ def main(argv=None):
         return 2
     with work_dir(a.keep, "blas_bound-") as work:
         row, shares = measure(perf, cmd, a.freq, work)
-    have_kernels = os.path.isfile(a.kernels) and os.access(a.kernels, os.X_OK)
-    fma = measure_fma(a.kernels, pinned_cpus(1)) if have_kernels else None
+    no_kernels = executable_missing("blas_bound", a.kernels, "bench_kernels", "`make bench` or give --kernels")
+    fma = None if no_kernels else measure_fma(a.kernels, pinned_cpus(1))
     sq, st = statistics.median(shares["qkv"]), statistics.median(shares["torch"])
     blas_time, ceiling = bound(row["ratio"], sq, st)
     name, flags = cpu_info()
@@ -261,7 +261,7 @@ def main(argv=None):
           f"{ceiling:.2f}")
     g = row.get("qkv_model_gflops")
     if fma is None:
-        print(f"\n(no FMA-rate bound: {a.kernels} not found; build it with `make bench` or give --kernels)")
+        print(f"\n(no FMA-rate bound: {no_kernels})")
     elif not g:
         print("\n(no FMA-rate bound: the comparison reported no model FLOPs for qkv)")
     else:
