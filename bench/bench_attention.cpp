@@ -3,6 +3,7 @@
 // Reports time, items/s (query tokens B*T per second) and peak_MiB: the most memory the qkv pool
 // held at once during one forward + backward, above what was held before (inputs excluded).
 
+#include "app/runtime.hpp"
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -57,9 +58,10 @@ BENCHMARK(composite)->RangeMultiplier(2)->Range(128, 4096)->Unit(benchmark::kMil
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const std::string e = qkv::app::prepare_process(nullptr); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 2;
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("blas", qkv::kernels::blas_info());
+  benchmark::AddCustomContext("blas", qkv::app::blas_description());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -7,6 +7,7 @@
 // Counters (shown as rates, e.g. GFLOP=95/s): GFLOP/s for GEMM and attention (flops / real time), GB/s for the memory-bound kernels
 // (bytes read + written once / real time).
 
+#include "app/runtime.hpp"
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -17,7 +18,7 @@
 #include "qkv/kernels/cross_entropy.hpp"
 #include "qkv/kernels/elementwise.hpp"
 #include "qkv/kernels/layer_norm.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/kernels/softmax.hpp"
 #include "qkv/tensor/random.hpp"
 #include "qkv/tensor/tensor.hpp"
@@ -246,11 +247,12 @@ BENCHMARK(attention)
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const std::string e = qkv::app::prepare_process(nullptr); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 2;
   if (const char* t = std::getenv("QKV_BENCH_THREADS")) qkv::set_num_threads(std::atoi(t));
   else qkv::set_num_threads(1);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::AddCustomContext("blas", qkv::kernels::blas_info());
+  benchmark::AddCustomContext("blas", qkv::app::blas_description());
   benchmark::AddCustomContext("qkv_threads", std::to_string(qkv::num_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

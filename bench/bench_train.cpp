@@ -9,6 +9,7 @@
 // A step is what the trainer does: next batch, forward, cross-entropy, backward, clip the global
 // gradient norm to 1, AdamW (weight decay 0.01 on every parameter), zero_grad.
 
+#include "app/runtime.hpp"
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -23,7 +24,7 @@
 #include "qkv/autograd/tape.hpp"
 #include "qkv/data/tasks.hpp"
 #include "qkv/kernels/blas.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/transformer.hpp"
 #include "qkv/ops/loss.hpp"
 #include "qkv/optim/adam.hpp"
@@ -58,7 +59,7 @@ constexpr Workload kWorkloads[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
-  prefer_passive_omp_wait(argv);  // as the qkv command does
+  if (const std::string e = qkv::app::prepare_process(argv); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 2;  // as the qkv command does
   const Workload* w = nullptr;
   int threads = 1, steps = 20, warmup = 5;
   double dropout = 0.1;
@@ -163,6 +164,6 @@ int main(int argc, char** argv) {
       w->name, threads, steps, warmup, impl.c_str(), tokens / secs, 1e3 * secs / steps, double(ru.ru_maxrss) / 1024.0,
       double(p1.peak_in_use_bytes) / (1 << 20), double(p1.requests - p0.requests) / steps,
       double(p1.system_allocations - p0.system_allocations) / steps, double(news) / steps, tape_ops, flops_per_token * tokens / secs * 1e-9, peak, loss_value,
-      model.num_parameters(), kernels::blas_info().c_str());
+      model.num_parameters(), app::blas_description().c_str());
   return 0;
 }

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "qkv/qkv.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 using namespace qkv;
 
@@ -52,8 +52,8 @@ int main(int argc, char** argv) {
   model.eval();
   loaded.eval();
   const data::Batch& eval = data.eval_set();
-  IndexArray a = train::argmax_last(model.forward(eval.inputs).value());
-  IndexArray b = train::argmax_last(loaded.forward(eval.inputs).value());
+  IndexArray a = model::argmax_last(model.forward(eval.inputs).value());
+  IndexArray b = model::argmax_last(loaded.forward(eval.inputs).value());
   std::size_t correct = 0, same = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
     correct += a.data()[i] == eval.targets.data()[i];

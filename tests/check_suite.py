@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The registration check of the test suite (a CTest test of its own).
 
-    check_suite.py CTEST BUILD_DIR DOCTEST_BINARY...
+    check_suite.py BUILD_DIR DOCTEST_BINARY...
 
 Every test case that a doctest binary lists (--list-test-cases) must be exactly one CTest test
 of the same name, whose command runs that binary with a --test-case filter equal to the name
@@ -11,12 +11,21 @@ selects another or no test case, or a test case CTest never runs fails here, nam
 filters treat "*" and "?" as wildcards and ',' as a separator: a name with a wildcard
 character is refused too, since its filter could select other cases.
 
+What CTest runs is read from the files doctest_discover_tests writes (<build>/tests/
+<binary>_tests-<hash>.cmake, one add_test per test case), not by running ctest inside the running
+CTest: a nested ctest rewrites the outer one's Testing/ logs, and failed now and then when the
+machine was loaded.
+
 Together with the FAIL_REGULAR_EXPRESSION on every discovered test (exactly one test case and at
 least one assertion per run, tests/CMakeLists.txt), a test that runs nothing cannot pass.
 """
-import json
+import pathlib
+import re
 import subprocess
 import sys
+
+# add_test( [==[NAME]==] BINARY [==[--test-case=FILTER]==])  (CMake bracket arguments)
+ADD_TEST = re.compile(r"add_test\(\s*\[(=*)\[(.*?)\]\1\]\s+(\S+)\s+\[(=*)\[(.*?)\]\4\]", re.S)
 
 
 def listed_cases(binary):
@@ -31,18 +40,21 @@ def listed_cases(binary):
 
 
 def main(argv):
-    if len(argv) < 4:
+    if len(argv) < 3:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
-    ctest, build_dir, binaries = argv[1], argv[2], argv[3:]
-    shown = subprocess.run([ctest, "--show-only=json-v1"], cwd=build_dir, check=True,
-                           capture_output=True, text=True).stdout
+    build_dir, binaries = pathlib.Path(argv[1]), argv[2:]
     registered = {}  # binary -> list of (ctest name, filter)
-    for t in json.loads(shown)["tests"]:
-        cmd = t.get("command", [])
-        if cmd and cmd[0] in binaries:
-            filters = [a[len("--test-case="):] for a in cmd if a.startswith("--test-case=")]
-            registered.setdefault(cmd[0], []).append((t["name"], filters[0] if len(filters) == 1 else None))
+    for binary in binaries:
+        name = pathlib.Path(binary).name
+        files = sorted((build_dir / "tests").glob(f"{name}_tests-*.cmake"), key=lambda p: p.stat().st_mtime)
+        if not files:
+            print(f"no {name}_tests-*.cmake under {build_dir}/tests: was {binary} built?")
+            return 1
+        for m in ADD_TEST.finditer(files[-1].read_text(encoding="utf-8")):
+            test, command, arg = m.group(2), m.group(3), m.group(5)
+            flt = arg[len("--test-case="):] if arg.startswith("--test-case=") else None
+            registered.setdefault(command, []).append((test, flt))
     problems = []
     total = 0
     for binary in binaries:

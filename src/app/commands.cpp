@@ -2,6 +2,7 @@
 #include "commands.hpp"
 #include "loaded.hpp"
 #include "probe.hpp"
+#include "runtime.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -15,73 +16,32 @@
 #include "qkv/dist/comm.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/kernels/blas.hpp"
-#include "qkv/kernels/parallel.hpp"
-#include "qkv/train/generate.hpp"
-#include "qkv/train/train_state.hpp"
+#include "qkv/tensor/parallel.hpp"
+#include "qkv/model/evaluate.hpp"
+#include "qkv/model/generate.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "gradchecks.hpp"
 #include "sweep.hpp"
-#include "qkv/train/trainer.hpp"
 #include "qkv/version.hpp"
 
 namespace qkv::app {
 namespace fs = std::filesystem;
-namespace {
-
-// "-" for a metric not measured yet (no evaluation ran: negative or NaN).
-std::string percent(double x) {
-  if (!(x >= 0)) return "-";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f%%", 100 * x);
-  return b;
-}
-
-}  // namespace
-
-int train(const TrainArgs& a) {
-  return guarded([&] {
-    auto overrides = a.overrides;
-    if (!a.out.empty()) overrides.push_back("run.out=" + a.out);
-    config::Config cfg = config::load_config(a.config, overrides);
-    if (!a.resume.empty()) probe_checkpoint(a.resume);
-    dist::Comm& comm = dist::world();
-    train::RunOptions o;
-    o.resume = a.resume;
-    o.threads = a.threads;
-    o.progress = !a.quiet;
-    o.stop_after = a.stop_after;
-    train::RunResult r = train::run_training(cfg, o, comm);
-    if (comm.is_root() && r.exit_code != 3) {
-      const std::string dir = r.run_dir;
-      std::printf("%s after %lld steps (%.1f s): held-out token accuracy %s, sequence accuracy %s (best %s)\n",
-                  r.stop_reason == "target" ? "reached the target" : r.stop_reason == "steps" ? "done" : r.stop_reason.c_str(),
-                  (long long)r.step, r.wall_seconds, percent(r.last.token_accuracy).c_str(),
-                  percent(r.last.sequence_accuracy).c_str(), percent(r.best.token_accuracy).c_str());
-      std::printf("run directory: %s\n  checkpoints: %s/last.h5, %s/best.h5\n  metrics:     %s/metrics.csv\n", dir.c_str(),
-                  dir.c_str(), dir.c_str(), dir.c_str());
-      std::printf("look inside:\n  qkv eval %s/best.h5\n  qkv heads %s/best.h5\n  qkv view %s/best.h5 --out %s/view.html\n",
-                  dir.c_str(), dir.c_str(), dir.c_str(), dir.c_str());
-    }
-    return r.exit_code;
-  });
-}
-
 int eval(const std::string& path, const std::vector<std::string>& overrides, int threads, bool with_train) {
   return guarded([&] {
     if (threads > 0) set_num_threads(threads);
     Loaded l = load(path, overrides);
     // Columns: [train,] validation, test. The train column is the start of the training stream:
     // with task.train_size > 0 the fixed set training cycled through (its first eval_size examples).
-    std::vector<std::pair<const char*, train::EvalMetrics>> cols;
+    std::vector<std::pair<const char*, model::EvalMetrics>> cols;
     std::size_t train_count = 0;
-    const std::size_t chunk = train::eval_batch_size(l.cfg);
+    const std::size_t chunk = model::eval_batch_size(l.cfg);
     if (with_train) {
       const std::size_t fixed = l.cfg.task.train_size;
       train_count = fixed ? std::min(fixed, l.cfg.task.eval_size) : l.cfg.task.eval_size;
-      cols.emplace_back("train", train::evaluate(*l.model, l.data->train_examples(0, train_count), chunk));
+      cols.emplace_back("train", model::evaluate(*l.model, l.data->train_examples(0, train_count), chunk));
     }
-    cols.emplace_back("validation", train::evaluate(*l.model, l.data->eval_set(), chunk));
-    cols.emplace_back("test", train::evaluate(*l.model, l.data->test_set(), chunk));
+    cols.emplace_back("validation", model::evaluate(*l.model, l.data->eval_set(), chunk));
+    cols.emplace_back("test", model::evaluate(*l.model, l.data->test_set(), chunk));
     std::printf("%s: %s, ", path.c_str(), l.task->name().c_str());
     if (with_train) std::printf("%zu train, ", train_count);
     std::printf("%zu validation and %zu test examples\n", l.data->eval_set().size(), l.data->test_set().size());
@@ -98,20 +58,21 @@ int eval(const std::string& path, const std::vector<std::string>& overrides, int
       std::snprintf(buf, sizeof buf, "%.*f", digits, v);
       return std::string(buf);
     };
-    row("loss (nats/token)", [&](const train::EvalMetrics& m) { return fixed(m.loss, 6); });
+    row("loss (nats/token)", [&](const model::EvalMetrics& m) { return fixed(m.loss, 6); });
     if (const data::Tokenizer* t = l.task->tokenizer()) {
       const char* unit = t->kind() == data::TokenizerKind::Char ? "bits/char" : "bits/byte";
-      row(unit, [&](const train::EvalMetrics& m) { return fixed(m.loss / std::log(2.0), 6); });
-      row("perplexity", [&](const train::EvalMetrics& m) { return fixed(std::exp(m.loss), 4); });
+      row(unit, [&](const model::EvalMetrics& m) { return fixed(m.loss / std::log(2.0), 6); });
+      row("perplexity", [&](const model::EvalMetrics& m) { return fixed(std::exp(m.loss), 4); });
     }
-    row("token accuracy", [&](const train::EvalMetrics& m) { return percent(m.token_accuracy); });
-    row("sequence accuracy", [&](const train::EvalMetrics& m) { return percent(m.sequence_accuracy); });
+    row("token accuracy", [&](const model::EvalMetrics& m) { return percent(m.token_accuracy); });
+    row("sequence accuracy", [&](const model::EvalMetrics& m) { return percent(m.sequence_accuracy); });
     return 0;
   });
 }
 
 int inspect(const std::string& path) {
   return guarded([&] {
+    io::check_input_file(path, "checkpoint");
     probe_checkpoint(path);
     std::cout << io::inspect(path);
     return 0;
@@ -138,13 +99,13 @@ int attention(const std::string& path, std::size_t example, const std::string& o
       cache = nn::run_with_cache(l.model->module(), [&] { l.model->logits(b); }, {"*.hook_pattern"});
     }
     const std::string out = out_arg.empty() ? (fs::path(path).parent_path() / ("attention_" + std::to_string(example) + ".csv")).string() : out_arg;
-    std::ofstream csv(out);
-    if (!csv) throw io::IoError("cannot write " + out);
+    io::check_output_path(out, {path}, "--out");
+    std::ostringstream csv;
     csv << "layer,head,query,key,query_token,key_token,weight\n";
     std::printf("held-out example %zu of %s: input", example, l.task->name().c_str());
     for (std::size_t t = 0; t < b.inputs.shape()[1]; ++t) std::printf(" %lld", (long long)b.inputs(0, t));
     std::printf("\n");
-    for (auto& [name, layer] : train::attention_layers(*l.model)) {
+    for (auto& [name, layer] : model::attention_layers(*l.model)) {
       const Array<float>& w = cache[name + ".hook_pattern"];  // (1, H, Tq, Tk)
       const std::size_t H = w.shape()[1], Tq = w.shape()[2], Tk = w.shape()[3];
       auto [qtokens, ktokens] = l.model->attention_tokens(*layer, b);
@@ -168,6 +129,7 @@ int attention(const std::string& path, std::size_t example, const std::string& o
         std::printf("\n");
       }
     }
+    io::write_file_atomic(out, csv.str());
     std::printf("\nwrote %s\n", out.c_str());
     return 0;
   });
@@ -175,6 +137,7 @@ int attention(const std::string& path, std::size_t example, const std::string& o
 
 int logits(const std::string& path, std::size_t count, const std::string& out) {
   return guarded([&] {
+    io::check_output_path(out, {path}, "--out");
     Loaded l = load(path, {});
     if (l.task->seq2seq()) throw ValueError("logits: " + path + " is an encoder-decoder model; only encoder models are supported");
     const IndexArray& all = l.data->eval_set().inputs;
@@ -185,14 +148,21 @@ int logits(const std::string& path, std::size_t count, const std::string& out) {
     NoGradGuard no_grad;
     const Array<float> y = l.model->logits(b).value();
     const std::size_t V = y.shape()[2];
-    std::FILE* f = std::fopen(out.c_str(), "w");
-    if (!f) throw io::IoError("cannot write " + out);
-    std::fprintf(f, "%zu %zu %zu\n", N, T, V);
+    std::string text;
+    char line[64];
+    std::snprintf(line, sizeof line, "%zu %zu %zu\n", N, T, V);
+    text += line;
     for (std::size_t i = 0; i < N; ++i)
-      for (std::size_t t = 0; t < T; ++t) std::fprintf(f, "%lld%c", (long long)b.inputs(i, t), t + 1 < T ? ' ' : '\n');
+      for (std::size_t t = 0; t < T; ++t) {
+        std::snprintf(line, sizeof line, "%lld%c", (long long)b.inputs(i, t), t + 1 < T ? ' ' : '\n');
+        text += line;
+      }
     for (std::size_t r = 0; r < N * T; ++r)
-      for (std::size_t c = 0; c < V; ++c) std::fprintf(f, "%.9g%c", y.data()[r * V + c], c + 1 < V ? ' ' : '\n');
-    if (std::fclose(f) != 0) throw io::IoError("cannot write " + out);
+      for (std::size_t c = 0; c < V; ++c) {
+        std::snprintf(line, sizeof line, "%.9g%c", y.data()[r * V + c], c + 1 < V ? ' ' : '\n');
+        text += line;
+      }
+    io::write_file_atomic(out, text);
     std::printf("wrote logits (%zu, %zu, %zu) of %s to %s\n", N, T, V, path.c_str(), out.c_str());
     return 0;
   });
@@ -242,7 +212,7 @@ int sweep(const SweepArgs& a) {
 }
 
 int info() {
-  std::printf("qkv %s\nBLAS: %s\nthreads: %d\nMPI: %s\n", QKV_VERSION, kernels::blas_info().c_str(), num_threads(),
+  std::printf("qkv %s\nBLAS: %s\nthreads: %d\nMPI: %s\n", QKV_VERSION, blas_description().c_str(), num_threads(),
 #ifdef QKV_HAVE_MPI
               "built in"
 #else
@@ -263,10 +233,11 @@ int generate(const GenerateArgs& a) {
     if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
       throw ValueError("--temperature: expected 0 (greedy) or a positive number, found " + std::to_string(a.temperature));
     if (!(a.top_p > 0 && a.top_p <= 1)) throw ValueError("--top-p: expected a number in (0, 1], found " + std::to_string(a.top_p));
+    io::check_input_file(a.checkpoint, "checkpoint");
     probe_checkpoint(a.checkpoint);
     const io::Checkpoint c = io::load_checkpoint(a.checkpoint);
     const config::Config cfg = config::parse_stored_config(c.config_yaml, a.checkpoint + ":/config");
-    const std::optional<data::Tokenizer> tokenizer = train::stored_tokenizer(c, a.checkpoint);
+    const std::optional<data::Tokenizer> tokenizer = model::stored_tokenizer(c, a.checkpoint);
     if (cfg.model.arch != nn::Arch::Decoder)
       throw ValueError(a.checkpoint + " is an " + nn::arch_names().name(cfg.model.arch) +
                        " model: generate continues text with a decoder-only language model (model.arch: decoder)");
@@ -280,7 +251,7 @@ int generate(const GenerateArgs& a) {
 
     std::vector<Index> prompt;
     if (a.ids) {
-      prompt = parse_ids(a.prompt, V, "--prompt");
+      prompt = model::parse_ids(a.prompt, V, "--prompt");
     } else {
       if (!tokenizer)
         throw ValueError(a.checkpoint + " was trained on the " + cfg.task.name +
@@ -290,13 +261,13 @@ int generate(const GenerateArgs& a) {
     if (prompt.empty()) throw ValueError("--prompt: empty; give at least one character (or token id with --ids)");
     std::printf("%s", a.prompt.c_str());
     std::fflush(stdout);
-    train::GenerateOptions g;
+    model::GenerateOptions g;
     g.max_tokens = a.max_tokens;
     g.sampling = {a.temperature, a.top_k, a.top_p};
     g.seed = a.seed;
     g.cache = !a.no_cache;
     const auto t0 = std::chrono::steady_clock::now();
-    train::generate(model, prompt, g, [&](Index t) {
+    model::generate(model, prompt, g, [&](Index t) {
       if (a.ids)
         std::printf(" %lld", (long long)t);
       else
@@ -305,6 +276,7 @@ int generate(const GenerateArgs& a) {
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("\n");
+    std::fflush(stdout);  // the text ends before the statistics begin, on a terminal and in a log alike
     std::fprintf(stderr, "qkv: %zu tokens in %.2f s: %.1f tokens/s (%s, context %zu, %d thread(s))\n", a.max_tokens, s,
                  double(a.max_tokens) / std::max(s, 1e-9), g.cache ? "KV cache" : "no cache", o.max_len, num_threads());
     return 0;

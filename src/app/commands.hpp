@@ -13,6 +13,8 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> overrides;
   std::string resume, out;
+  bool has_out = false;    ///< --out was given (an empty one is an error, not "use run.out")
+  bool overwrite = false;  ///< replace a run the directory already holds
   int threads = 0;
   bool quiet = false;
   std::int64_t stop_after = 0;
@@ -92,6 +94,7 @@ struct ExplainArgs {
   std::string checkpoint;
   InputChoice input;
   std::size_t layer = 0, head = 0, query = 0;
+  bool has_layer = false, has_head = false;  ///< without them: every layer, every head
   std::size_t dims = 8;  ///< leading dimensions printed
   bool json = false;
   int threads = 0;

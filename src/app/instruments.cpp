@@ -2,9 +2,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "commands.hpp"
@@ -13,16 +14,10 @@
 #include "qkv/interp/explain.hpp"
 #include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/value_swap.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv::app {
 namespace {
-
-// Write `text` to `path` (a new file, or replacing one), naming the file on failure.
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  if (!(f << text) || !f.flush()) throw io::IoError("cannot write " + path);
-}
 
 // The first of `dirs` (':'-separated) that holds `name`.
 std::string find_script(const std::string& name) {
@@ -52,7 +47,7 @@ void run_python(const std::string& script, const std::vector<std::string>& args)
 // The held-out rows an instrument reports on: the first `examples` of the test split (0: all).
 data::Batch test_rows(const Loaded& l, std::size_t examples) {
   const data::Batch& test = l.data->test_set();
-  return train::rows(test, 0, examples ? std::min(examples, test.size()) : test.size());
+  return data::rows(test, 0, examples ? std::min(examples, test.size()) : test.size());
 }
 
 std::string signed_change(double x, bool percent) {
@@ -67,6 +62,7 @@ int heads(const HeadsArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
     if (a.examples == 0) throw ValueError("--examples: expected at least 1 held-out example");
+    if (!a.csv.empty()) io::check_output_path(a.csv, {a.checkpoint}, "--csv");
     Loaded l = load(a.checkpoint, {});
     interp::HeadScoreOptions o;
     o.examples = a.examples;
@@ -79,7 +75,7 @@ int heads(const HeadsArgs& a) {
     std::printf("labels: previous-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); "
                 "docs/instruments.md defines each score\n");
     if (!a.csv.empty()) {
-      write_file(a.csv, interp::head_scores_csv(scores));
+      io::write_file_atomic(a.csv, interp::head_scores_csv(scores));
       std::printf("wrote %s\n", a.csv.c_str());
     }
     return 0;
@@ -107,6 +103,9 @@ int ablate(const AblateArgs& a) {
     if (a.threads > 0) set_num_threads(a.threads);
     if (a.prune && a.has_heads) throw ValueError("--prune removes every head in turn: give either --heads or --prune");
     if (!a.plot.empty() && !a.prune) throw ValueError("--plot draws the pruning curve: use it with --prune");
+    if (!a.csv.empty()) io::check_output_path(a.csv, {a.checkpoint}, "--csv");
+    if (!a.plot.empty()) io::check_output_path(a.plot, {a.checkpoint, a.csv}, "--plot");
+    if (!a.plot.empty() && a.plot == a.csv) throw ValueError("--plot and --csv name the same file " + a.plot);
     const interp::AblationMode mode = interp::ablation_mode_names().parse(a.mode, "--mode");
     Loaded l = load(a.checkpoint, {});
     const auto per_layer = interp::heads_per_layer(*l.model);
@@ -117,7 +116,7 @@ int ablate(const AblateArgs& a) {
     std::vector<Array<float>> means;
     if (mode == interp::AblationMode::Mean) means = interp::head_means(*l.model, val);
     const auto* m = mode == interp::AblationMode::Mean ? &means : nullptr;
-    const train::EvalMetrics base = interp::ablated_metrics(*l.model, test, {}, mode, m);
+    const model::EvalMetrics base = interp::ablated_metrics(*l.model, test, {}, mode, m);
     std::printf("%s: %s, %zu test examples, %s ablation%s\n", a.checkpoint.c_str(), l.task->name().c_str(), test.size(),
                 a.mode.c_str(), mode == interp::AblationMode::Mean ? " (each head's mean output over the validation set)" : "");
     std::printf("intact model: loss %.4f, token accuracy %.2f%%\n", base.loss, 100 * base.token_accuracy);
@@ -140,7 +139,7 @@ int ablate(const AblateArgs& a) {
         csv += line + all + "\n";
       }
     } else if (a.has_heads) {
-      const train::EvalMetrics r = interp::ablated_metrics(*l.model, test, chosen, mode, m);
+      const model::EvalMetrics r = interp::ablated_metrics(*l.model, test, chosen, mode, m);
       std::string names;
       for (auto& h : chosen) names += (names.empty() ? "" : ",") + interp::head_name(h);
       std::printf("without %s: loss %.4f (%s), token accuracy %.2f%% (%s)\n", names.c_str(), r.loss,
@@ -167,14 +166,27 @@ int ablate(const AblateArgs& a) {
         csv += line;
       }
     }
-    if (!a.csv.empty() || !a.plot.empty()) {
-      const std::string path = a.csv.empty() ? a.plot + ".csv" : a.csv;
-      write_file(path, csv);
-      std::printf("wrote %s\n", path.c_str());
-      if (!a.plot.empty()) {
-        run_python("plot_prune.py", {path, a.plot, a.checkpoint});
-        std::printf("wrote %s\n", a.plot.c_str());
+    if (!a.csv.empty()) {
+      io::write_file_atomic(a.csv, csv);
+      std::printf("wrote %s\n", a.csv.c_str());
+    }
+    if (!a.plot.empty()) {
+      // The script reads the table from a file and draws into a temporary file beside the
+      // plot, renamed into place when it succeeded: the plot is whole or absent.
+      const std::string tmp = a.plot + ".tmp-" + std::to_string(::getpid()), table = tmp + ".csv", png = tmp + ".png";
+      io::write_file_atomic(table, csv);
+      try {
+        run_python("plot_prune.py", {table, png, a.checkpoint});
+      } catch (...) {
+        std::remove(table.c_str()), std::remove(png.c_str());
+        throw;
       }
+      std::remove(table.c_str());
+      if (std::rename(png.c_str(), a.plot.c_str()) != 0) {
+        std::remove(png.c_str());
+        throw io::IoError("cannot write " + a.plot + ": " + std::strerror(errno));
+      }
+      std::printf("wrote %s\n", a.plot.c_str());
     }
     return 0;
   });
@@ -185,12 +197,31 @@ int explain(const ExplainArgs& a) {
     if (a.threads > 0) set_num_threads(a.threads);
     Loaded l = load_for(a.checkpoint, a.input);
     const data::Batch b = input_batch(l, a.input);
-    const interp::QueryExplanation e = interp::explain_query(*l.model, *l.task, b, a.layer, a.head, a.query);
+    if (a.has_head && !a.has_layer) throw ValueError("--head " + std::to_string(a.head) + ": give its --layer too");
+    if (a.has_layer && a.has_head) {
+      const interp::QueryExplanation e = interp::explain_query(*l.model, *l.task, b, a.layer, a.head, a.query);
+      if (a.json)
+        std::printf("%s", interp::explanation_json(e).c_str());
+      else
+        std::printf("%s, %s\n%s", a.checkpoint.c_str(), describe_input(a.input).c_str(),
+                    interp::format_explanation(e, a.dims).c_str());
+      return 0;
+    }
+    // Every head (of --layer, or of every layer) explaining the same query.
+    const auto per_layer = interp::heads_per_layer(*l.model);
+    if (a.has_layer && a.layer >= per_layer.size())
+      throw ValueError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(per_layer.size()) +
+                       " attention layers (0.." + std::to_string(per_layer.size() - 1) + ")");
+    std::vector<interp::QueryExplanation> all;
+    for (std::size_t layer = 0; layer < per_layer.size(); ++layer) {
+      if (a.has_layer && layer != a.layer) continue;
+      for (std::size_t head = 0; head < per_layer[layer]; ++head)
+        all.push_back(interp::explain_query(*l.model, *l.task, b, layer, head, a.query));
+    }
     if (a.json)
-      std::printf("%s", interp::explanation_json(e).c_str());
+      std::printf("%s", interp::explanations_json(all).c_str());
     else
-      std::printf("%s, %s\n%s", a.checkpoint.c_str(), describe_input(a.input).c_str(),
-                  interp::format_explanation(e, a.dims).c_str());
+      std::printf("%s, %s\n%s", a.checkpoint.c_str(), describe_input(a.input).c_str(), interp::format_query_survey(all).c_str());
     return 0;
   });
 }

@@ -11,7 +11,8 @@
 #include "qkv/config/config.hpp"
 #include "qkv/data/tasks.hpp"
 #include "qkv/io/io_error.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/load.hpp"
+#include "qkv/io/files.hpp"
 
 namespace qkv::app {
 
@@ -35,21 +36,12 @@ int guarded(F&& body) {
   }
 }
 
-/// A trained model rebuilt from a checkpoint: its config, task, data and weights (eval mode).
-struct Loaded {
-  config::Config cfg;
-  std::shared_ptr<data::Task> task;
-  std::unique_ptr<data::Dataset> data;  ///< null when loaded without data
-  std::unique_ptr<train::TaskModel> model;
-};
+/// A trained model rebuilt from a checkpoint (model::LoadedModel).
+using Loaded = model::LoadedModel;
 
-/// Load `path` (probed first: see probe.hpp). `overrides`: task.* keys only. Without `with_data`
-/// a text model does not read its corpus (the task knows the checkpoint's vocabulary only) and
-/// no Dataset is made.
+/// Load `path` after checking it is a readable regular file and probing it (see probe.hpp).
+/// `overrides`: task.* keys only. Without `with_data` a text model does not read its corpus.
 Loaded load(const std::string& path, const std::vector<std::string>& overrides, bool with_data = true);
-
-/// Token ids separated by spaces, each in [0, V); `what` names the option in errors.
-std::vector<Index> parse_ids(const std::string& text, std::size_t V, const std::string& what);
 
 /// The checkpoint loaded with what `in` needs (no corpus for --text).
 Loaded load_for(const std::string& path, const InputChoice& in);
@@ -58,6 +50,9 @@ Loaded load_for(const std::string& path, const InputChoice& in);
 /// vocabulary, empty text, text longer than the model's context, a non-text model given text
 /// without --ids, an encoder-decoder model given text, or an example index past the set.
 data::Batch input_batch(const Loaded& l, const InputChoice& in);
+/// "12.34%", or "-" for a metric not measured yet (negative or NaN).
+std::string percent(double x);
+
 /// "held-out example 3" or "text 'abc'", for titles.
 std::string describe_input(const InputChoice& in);
 

@@ -2,14 +2,16 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
 #include "qkv/tensor/names.hpp"
-#include "qkv/kernels/blas.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "runtime.hpp"
 
 namespace {
 
@@ -35,29 +37,73 @@ bool bad_command(const CLI::App& app, int argc, char** argv) {
   return true;
 }
 
-// CLI11's NonNegativeNumber/PositiveNumber say "Value many not in range 0.000000 to 1797693...
-// (309 digits)"; this says "--threads: expected a whole number >= 0, found 'many'".
-CLI::Validator whole_number(long min) {
+// Every number on the command line is checked here, as text, before CLI11 converts it: CLI11
+// alone takes '' as 0, wraps -1 into 18446744073709551615 for unsigned options and 2^64 into 0,
+// and says "Value many not in range 0.000000 to 1797693... (309 digits)". These say
+// "--threads: expected a whole number >= 0, found 'many'".
+CLI::Validator whole_number(unsigned long long min, unsigned long long max = ~0ULL) {
+  const std::string range = max == ~0ULL ? ">= " + std::to_string(min)
+                                         : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
   return CLI::Validator(
-      [min](std::string& s) -> std::string {
-        std::size_t used = 0;
-        long v = 0;
-        try {
-          v = std::stol(s, &used);
-        } catch (const std::exception&) {
-          used = 0;
-        }
-        if (s.empty() || used != s.size() || v < min)
-          return "expected a whole number >= " + std::to_string(min) + ", found '" + s + "'";
+      [=](std::string& s) -> std::string {
+        const std::string expected = "expected a whole number " + range + ", found '" + s + "'";
+        if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
+          return expected + (!s.empty() && s[0] == '-' ? " (negative numbers are not allowed here)" : "");
+        errno = 0;
+        const unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+        if (errno == ERANGE) return expected + " (too large)";
+        if (v < min || v > max) return expected;
         return "";
       },
-      "INT>=" + std::to_string(min));
+      "INT" + range);
+}
+
+// A finite decimal number in [lo, hi] (or (lo, hi] with `open_low`).
+CLI::Validator real_number(double lo, double hi, bool open_low = false) {
+  char range[80];
+  std::snprintf(range, sizeof range, "%s%g, %g]", open_low ? "(" : "[", lo, hi);
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        char* end = nullptr;
+        errno = 0;
+        const double v = s.empty() ? 0 : std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || errno == ERANGE || v < lo || v > hi ||
+            (open_low && v == lo))
+          return std::string("expected a number in ") + range + ", found '" + s + "'";
+        return "";
+      },
+      std::string("NUMBER in ") + range);
+}
+
+// CLI11 reports a mistyped option after the required ones it then misses ("--querry 0" as
+// "--query is required"): name the unknown option first, with the closest one. True when it did.
+bool bad_option(CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return false;
+  CLI::App* cmd = nullptr;
+  for (CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    if (sub->get_name() == argv[1]) cmd = sub;
+  if (!cmd) return false;
+  std::vector<std::string> names = {"--help"};
+  for (const CLI::Option* o : cmd->get_options())
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  for (int i = 2; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word == "--") break;
+    if (word.rfind("--", 0) != 0) continue;
+    word = word.substr(0, word.find('='));
+    if (std::find(names.begin(), names.end(), word) != names.end()) continue;
+    const std::string hint = qkv::did_you_mean(word, names);
+    std::fprintf(stderr, "qkv %s: unknown option '%s'%s (qkv %s --help lists them)\n", argv[1], word.c_str(),
+                 hint.c_str(), argv[1]);
+    return true;
+  }
+  return false;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  qkv::prefer_passive_omp_wait(argv);
+  const std::string environment_error = qkv::app::prepare_process(argv);
   CLI::App app{"qkv: train attention models and look inside them"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Help for every command");
@@ -69,10 +115,14 @@ int main(int argc, char** argv) {
   train->add_option("--set", t.overrides, "Override a config key: --set section.key=value (repeatable)")->type_name("KEY=VALUE");
   train->add_option("--resume", t.resume, "Resume exactly from a checkpoint (.h5)");
   train->add_option("--out", t.out, "Run directory (default: run.out of the config)");
-  train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(whole_number(0));
+  train->add_flag("--overwrite", t.overwrite, "Replace the run the directory holds (its checkpoints, metrics and config)");
+  train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(whole_number(0, 1024));
   train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(whole_number(0));
   train->add_flag("--quiet", t.quiet, "No progress output");
-  train->callback([&] { status = qkv::app::train(t); });
+  train->callback([&] {
+    t.has_out = train->count("--out") > 0;
+    status = qkv::app::train(t);
+  });
 
   std::string ckpt;
   std::vector<std::string> eval_overrides;
@@ -81,7 +131,7 @@ int main(int argc, char** argv) {
   auto* eval = app.add_subcommand("eval", "Held-out metrics of a checkpoint");
   eval->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
   eval->add_option("--set", eval_overrides, "Override a task key: --set task.key=value")->type_name("KEY=VALUE");
-  eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(whole_number(0));
+  eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
   eval->add_flag("--train", eval_train,
                  "Also a train column: the start of the training stream (with task.train_size, the fixed set)");
   eval->callback([&] { status = qkv::app::eval(ckpt, eval_overrides, eval_threads, eval_train); });
@@ -94,7 +144,7 @@ int main(int argc, char** argv) {
   std::string attn_out;
   auto* attention = app.add_subcommand("attention", "Attention weights of every layer and head for one held-out example");
   attention->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
-  attention->add_option("--example", example, "Index into the held-out set");
+  attention->add_option("--example", example, "Index into the held-out set")->check(whole_number(0));
   attention->add_option("--out", attn_out, "Also write the weights as CSV (layer,head,query,key,weight,...)");
   attention->callback([&] { status = qkv::app::attention(ckpt, example, attn_out); });
 
@@ -117,12 +167,14 @@ int main(int argc, char** argv) {
   auto* sweep = app.add_subcommand("sweep", "Train a grid of overrides x seeds; gather results.csv");
   sweep->add_option("sweep", s.file, "Sweep file (YAML: base, set, grid, seeds, out)")->required();
   sweep->add_option("--set", s.overrides, "Override a key of the base config for every run")->type_name("KEY=VALUE");
-  sweep->add_option("--seeds", s.seeds, "Seeds instead of the file's (e.g. 1,2: a quick variant)")->delimiter(',');
+  sweep->add_option("--seeds", s.seeds, "Seeds instead of the file's (e.g. 1,2: a quick variant)")
+      ->delimiter(',')
+      ->check(whole_number(0));
   sweep->add_option("--grid", s.grid, "Replace one grid key's values (e.g. optimizer.lr=0.001: a quick variant)")
       ->type_name("KEY=V1,V2");
   sweep->add_option("--out", s.out, "Sweep directory (default: out of the sweep file)");
   sweep->add_option("--jobs", s.jobs, "Runs at once in this process (per MPI rank)")->check(whole_number(1));
-  sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(whole_number(0));
+  sweep->add_option("--threads", s.threads, "Threads per run (default: cores / jobs)")->check(whole_number(0, 1024));
   sweep->add_flag("--dry-run", s.dry_run, "List the runs and exit");
   sweep->callback([&] { status = qkv::app::sweep(s); });
 
@@ -132,25 +184,28 @@ int main(int argc, char** argv) {
   gen->add_option("--prompt", g.prompt, "Text to continue (token ids with --ids)")->required();
   gen->add_flag("--ids", g.ids, "The prompt and the output are token ids (synthetic tasks)");
   gen->add_option("--max-tokens", g.max_tokens, "New tokens to generate (default 200)")->check(whole_number(1));
-  gen->add_option("--temperature", g.temperature, "Sampling temperature; 0 = greedy (default 1)");
+  gen->add_option("--temperature", g.temperature, "Sampling temperature; 0 = greedy (default 1)")->check(real_number(0, 1e6));
   gen->add_option("--top-k", g.top_k, "Sample from the k most likely tokens only")->check(whole_number(1));
-  gen->add_option("--top-p", g.top_p, "Nucleus sampling: the most likely tokens whose probability reaches p, in (0, 1]");
-  gen->add_option("--seed", g.seed, "Sampling seed: the same seed gives the same text (default 0)");
+  gen->add_option("--top-p", g.top_p, "Nucleus sampling: the most likely tokens whose probability reaches p, in (0, 1]")
+      ->check(real_number(0, 1, true));
+  gen->add_option("--seed", g.seed, "Sampling seed: the same seed gives the same text (default 0)")->check(whole_number(0));
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole window for every token instead of using the KV cache");
-  gen->add_option("--threads", g.threads, "Threads (0 = all cores)")->check(whole_number(0));
+  gen->add_option("--threads", g.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
   gen->callback([&] { status = qkv::app::generate(g); });
 
   // The instruments: one input is --text (or --ids) or --example.
   auto add_input = [](CLI::App* cmd, qkv::app::InputChoice& in) {
     auto* text = cmd->add_option("--text", in.text, "Input text (token ids with --ids)");
     cmd->add_flag("--ids", in.ids, "--text is token ids separated by spaces (synthetic tasks)")->needs(text);
-    cmd->add_option("--example", in.example, "Held-out (validation) example index, when no --text (default 0)")->excludes(text);
+    cmd->add_option("--example", in.example, "Held-out (validation) example index, when no --text (default 0)")
+        ->check(whole_number(0))
+        ->excludes(text);
   };
   auto text_given = [](CLI::App* cmd, qkv::app::InputChoice& in) { in.has_text = cmd->count("--text") > 0; };
   auto instrument = [&](const char* name, const char* what, std::string& checkpoint, int& threads) {
     auto* cmd = app.add_subcommand(name, what);
     cmd->add_option("checkpoint", checkpoint, "Checkpoint (.h5)")->required();
-    cmd->add_option("--threads", threads, "Threads (0 = all cores)")->check(whole_number(0));
+    cmd->add_option("--threads", threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
     return cmd;
   };
 
@@ -164,7 +219,7 @@ int main(int argc, char** argv) {
   auto* swap = instrument("swap", "Recall: does the prediction follow the value in the context when it is replaced?",
                           sw.checkpoint, sw.threads);
   swap->add_option("--examples", sw.examples, "Test examples probed (default: all)")->check(whole_number(1));
-  swap->add_option("--seed", sw.seed, "Seed of the replacement values (default 0)");
+  swap->add_option("--seed", sw.seed, "Seed of the replacement values (default 0)")->check(whole_number(0));
   swap->callback([&] { status = qkv::app::swap(sw); });
 
   qkv::app::AblateArgs ab;
@@ -185,13 +240,17 @@ int main(int argc, char** argv) {
   qkv::app::ExplainArgs ex;
   auto* explain = instrument("explain", "One query of one head, step by step: scores, scale, mask, softmax, output", ex.checkpoint, ex.threads);
   add_input(explain, ex.input);
-  explain->add_option("--layer", ex.layer, "Attention layer, by index in model order (qkv heads lists them)")->required();
-  explain->add_option("--head", ex.head, "Head of that layer")->required();
-  explain->add_option("--query", ex.query, "Query position")->required();
+  explain->add_option("--layer", ex.layer, "Attention layer, by index in model order (qkv heads lists them); default: every layer")
+      ->check(whole_number(0));
+  explain->add_option("--head", ex.head, "Head of that layer; default: every head, as a table of where each one looks")
+      ->check(whole_number(0));
+  explain->add_option("--query", ex.query, "Query position")->check(whole_number(0))->required();
   explain->add_option("--dims", ex.dims, "Leading vector dimensions printed (default 8)")->check(whole_number(1));
   explain->add_flag("--json", ex.json, "Every number as JSON, for tools");
   explain->callback([&] {
     text_given(explain, ex.input);
+    ex.has_layer = explain->count("--layer") > 0;
+    ex.has_head = explain->count("--head") > 0;
     status = qkv::app::explain(ex);
   });
 
@@ -209,9 +268,9 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
   info->callback([&] { status = qkv::app::info(); });
 
-  if (bad_command(app, argc, argv)) return 2;
-  if (const std::string e = qkv::kernels::blas_environment_error(); !e.empty()) {
-    std::fprintf(stderr, "qkv: %s\n", e.c_str());
+  if (bad_command(app, argc, argv) || bad_option(app, argc, argv)) return 2;
+  if (!environment_error.empty()) {
+    std::fprintf(stderr, "qkv: %s\n", environment_error.c_str());
     return 2;
   }
   try {

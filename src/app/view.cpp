@@ -8,7 +8,7 @@
 #include "commands.hpp"
 #include "loaded.hpp"
 #include "qkv/interp/viewer.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv::app {
 namespace {
@@ -25,32 +25,13 @@ std::string default_snapshots(const std::string& checkpoint) {
   return fs::is_regular_file(p, ec) ? p.string() : "";
 }
 
-// Write `text` to `path` through a temporary file in the same folder, renamed into place: a page
-// is whole or absent, and an older page survives a failed write.
-void write_page(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!(f << text) || !f.flush()) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw io::IoError("cannot write " + path);
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw io::IoError("cannot write " + path + ": " + ec.message());
-  }
-}
-
 }  // namespace
 
 int view(const ViewArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
     if (a.no_snapshots && !a.snapshots.empty()) throw ValueError("--snapshots and --no-snapshots: choose one");
+    io::check_output_path(a.out, {a.checkpoint, a.snapshots}, "--out");
     Loaded l = load_for(a.checkpoint, a.input);
     const data::Batch row = input_batch(l, a.input);
 
@@ -71,17 +52,17 @@ int view(const ViewArgs& a) {
     content.title = a.checkpoint + " - " + describe_input(a.input);
     content.snapshots = have ? &snapshots : nullptr;
     try {
-      write_page(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
+      io::write_file_atomic(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
     } catch (const ValueError& e) {
       if (!have || !a.snapshots.empty()) throw;
       // The run directory's snapshots belong to another model (the checkpoint was copied there?).
       std::fprintf(stderr, "qkv: the run's snapshots are left out: %s: %s\n", path.c_str(), e.what());
       content.snapshots = nullptr;
-      write_page(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
+      io::write_file_atomic(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
       have = false;
     }
     std::printf("wrote %s (%zu attention layers%s); open it in a browser\n", a.out.c_str(),
-                train::attention_layers(*l.model).size(),
+                model::attention_layers(*l.model).size(),
                 have ? (", " + std::to_string(snapshots.size()) + " training snapshots from " + path).c_str() : "");
     return 0;
   });

@@ -17,6 +17,7 @@
 #include <map>
 #include <sstream>
 
+#include "qkv/io/files.hpp"
 #include "qkv/tensor/names.hpp"
 
 namespace qkv::config {
@@ -449,22 +450,6 @@ std::string human_bytes(double b) {
   return buf;
 }
 
-// run.out must be creatable later: its nearest existing ancestor must be a writable directory.
-// Nothing is created here.
-std::string out_dir_problem(const std::string& out) {
-  namespace fs = std::filesystem;
-  if (out.empty()) return "expected a directory path, found an empty string";
-  fs::path p(out);
-  std::error_code ec;
-  while (!p.empty() && !fs::exists(fs::symlink_status(p, ec)) ) p = p.parent_path();
-  if (p.empty()) p = ".";
-  if (!fs::is_directory(p, ec))
-    return "cannot create output directory '" + out + "': '" + p.string() + "' exists and is not a directory";
-  if (::access(p.c_str(), W_OK | X_OK) != 0)
-    return "cannot create output directory '" + out + "': directory '" + p.string() + "' is not writable";
-  return "";
-}
-
 // ---- validation ----
 
 double estimate_bytes(const Config& c);
@@ -492,7 +477,30 @@ double estimate_bytes(const Config& c);
   fail(where(blamed), blamed, e.render(key_of));
 }
 
-void validate_impl(const Config& c, const Origins& origins, bool resources = true) {
+// Blame the size the user set furthest above its default: that is usually the typo.
+void check_memory_impl(const Config& c, const Origins& origins, const std::function<Where(const std::string&)>& where,
+                       std::size_t budget) {
+  const double need = double(estimate_memory_bytes(c));
+  if (need <= double(budget)) return;
+  Config defaults;
+  Config& cc = const_cast<Config&>(c);
+  auto table = fields(cc), base = fields(defaults);
+  std::string k = "train.batch_size";
+  double worst = 0;
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (!table[i].size || (!origins.empty() && !origins.count(table[i].path())) || table[i].key == "seed") continue;
+    double v = static_cast<double>(*table[i].size);
+    double d = std::max(1.0, static_cast<double>(*base[i].size));
+    if (v / d > worst) worst = v / d, k = table[i].path();
+  }
+  fail(where(k), k, "a training step would need about " + human_bytes(need) + ", more than the " +
+                        human_bytes(double(budget)) + " of memory available (V=" + std::to_string(c.task.vocab) +
+                        ", T=" + std::to_string(c.task.length) + ", C=" + std::to_string(c.model.d_model) +
+                        ", layers=" + std::to_string(c.model.layers) + ", B=" + std::to_string(c.train.batch_size) +
+                        ", held-out examples " + std::to_string(c.task.eval_size) + ")");
+}
+
+void validate_impl(const Config& c, const Origins& origins, std::size_t memory_budget = 0) {
   auto where = [&](const std::string& key) {
     auto it = origins.find(key);
     if (it != origins.end()) return it->second;
@@ -537,30 +545,8 @@ void validate_impl(const Config& c, const Origins& origins, bool resources = tru
     s.validate(c.optimizer.lr);
   }, {{"base_lr", "optimizer.lr"}, {"total_steps", "train.steps"}});
 
-  if (!resources) return;  // a stored config: checked when its run started
-  const double need = estimate_bytes(c);
-  const std::size_t have = physical_memory_bytes();
-  if (have > 0 && need > static_cast<double>(have)) {
-    // Blame the size the user set furthest above its default: that is usually the typo.
-    Config defaults;
-    Config& cc = const_cast<Config&>(c);
-    auto table = fields(cc), base = fields(defaults);
-    std::string k = "train.batch_size";
-    double worst = 0;
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      if (!table[i].size || !origins.count(table[i].path()) || table[i].key == "seed") continue;
-      double v = static_cast<double>(*table[i].size);
-      double d = std::max(1.0, static_cast<double>(*base[i].size));
-      if (v / d > worst) worst = v / d, k = table[i].path();
-    }
-    fail(where(k), k, "a training step would need about " + human_bytes(need) + ", more than this machine's " +
-                          human_bytes(static_cast<double>(have)) + " of memory (V=" + std::to_string(c.task.vocab) +
-                          ", T=" + std::to_string(c.task.length) + ", C=" + std::to_string(c.model.d_model) +
-                          ", layers=" + std::to_string(c.model.layers) + ", B=" + std::to_string(r.batch_size) + ")");
-  }
-
-  std::string problem = out_dir_problem(c.run.out);
-  if (!problem.empty()) fail(where("run.out"), "run.out", problem);
+  if (c.run.out.empty()) fail(where("run.out"), "run.out", "expected a directory path, found an empty string");
+  if (memory_budget > 0) check_memory_impl(c, origins, where, memory_budget);
 }
 
 // The model's parameters (shapes from the model itself, built under MetaGuard) and the
@@ -582,8 +568,9 @@ double estimate_bytes(const Config& c) {
   // dropout mask per head, and the feed-forward hidden twice; doubled for their gradients.
   const double block_act = 12 * B * T * C + 3 * B * H * T * T + 2 * B * T * F;
   const double acts = (s2s ? L * (2 * block_act + 3 * B * H * T * T + 4 * B * T * C) : L * block_act) + 3 * B * T * V;
+  const double data = double(estimate_data_bytes(c));
   // float32: parameter + gradient + two Adam moments; activations and their gradients.
-  return 4.0 * (4 * params + 2 * acts);
+  return 4.0 * (4 * params + 2 * acts) + data;
 }
 
 // Shortest decimal text that reads back to the same double.
@@ -615,11 +602,44 @@ std::string yaml_quoted(const std::string& s) {
   return out + "\"";
 }
 
+// What a text that is not YAML at all is, when it can be told: a checkpoint given as a config.
+std::string not_yaml(const std::string& text) {
+  if (text.compare(0, std::strlen("qkv-checkpoint\n"), "qkv-checkpoint\n") == 0)
+    return "is a qkv checkpoint, not a YAML config; to continue its run: qkv train CONFIG --resume FILE "
+           "(the run directory's config.yaml is its config)";
+  if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) return "is an HDF5 file, not a YAML config";
+  if (text.find('\0') != std::string::npos) return "is a binary file (it holds a NUL byte), not a YAML config";
+  return "";
+}
+
+// yaml-cpp parses nested collections recursively; a config has two levels (sections, keys).
+constexpr int kMaxNesting = 64;
+void check_nesting(const std::string& text, const std::string& source) {
+  int depth = 0, line = 1;
+  char quote = 0;
+  for (char ch : text) {
+    if (ch == '\n') ++line;
+    if (quote) {
+      if (ch == quote) quote = 0;
+      continue;
+    }
+    if (ch == '"' || ch == '\'') quote = ch;
+    else if (ch == '[' || ch == '{') depth++;
+    else if ((ch == ']' || ch == '}') && depth > 0) depth--;
+    if (depth > kMaxNesting)
+      fail({source, line}, "", "collections nested more than " + std::to_string(kMaxNesting) +
+                                   " deep: a config holds sections of keys with scalar values");
+  }
+}
+
 Config parse_with_origins(const std::string& yaml_text, const std::string& source_name,
-                          const std::vector<std::string>& overrides, bool resources = true) {
+                          const std::vector<std::string>& overrides, bool resources = true,
+                          std::size_t memory_budget = 0) {
   Config c;
   c.source = source_name;
   Origins origins;
+  if (const std::string what = not_yaml(yaml_text); !what.empty()) fail({source_name, 0}, "", what);
+  check_nesting(yaml_text, source_name);
   YAML::Node root;
   try {
     root = YAML::Load(yaml_text);
@@ -628,14 +648,14 @@ Config parse_with_origins(const std::string& yaml_text, const std::string& sourc
   }
   parse_document(root, source_name, c, origins);
   for (auto& o : overrides) apply_override(o, c, origins);
-  validate_impl(c, origins, resources);
+  validate_impl(c, origins, resources ? memory_budget : 0);
   return c;
 }
 
 }  // namespace
 
 ConfigError::ConfigError(std::string file_, int line_, std::string key_, std::string message_, std::string override_)
-    : ValueError((override_.empty() ? file_ + ":" + std::to_string(line_) : "--set " + override_) + ": " +
+    : ValueError((override_.empty() ? file_ + (line_ > 0 ? ":" + std::to_string(line_) : "") : "--set " + override_) + ": " +
                  (key_.empty() ? "" : key_ + ": ") + message_),
       file(std::move(file_)),
       line(line_),
@@ -644,16 +664,20 @@ ConfigError::ConfigError(std::string file_, int line_, std::string key_, std::st
       override_text(std::move(override_)) {}
 
 Config parse_config(const std::string& yaml_text, const std::string& source_name,
-                    const std::vector<std::string>& overrides) {
-  return parse_with_origins(yaml_text, source_name, overrides);
+                    const std::vector<std::string>& overrides, std::size_t memory_budget) {
+  return parse_with_origins(yaml_text, source_name, overrides, true, memory_budget);
 }
 
-Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail({path, 0}, "", std::string("cannot read the config file: ") + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_with_origins(text.str(), path, overrides);
+Config load_config(const std::string& path, const std::vector<std::string>& overrides, std::size_t memory_budget) {
+  if (path.empty()) fail({"<config>", 0}, "", "cannot read the config: empty path");
+  std::string text;
+  try {
+    text = io::read_file(path, io::kMaxTextFileBytes, "config");
+  } catch (const io::IoError& e) {
+    const std::string what = e.what(), prefix = "config " + path + ": ";
+    fail({path, 0}, "", "cannot read the config: " + (what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what));
+  }
+  return parse_with_origins(text, path, overrides, true, memory_budget);
 }
 
 Config apply_overrides(Config config, const std::vector<std::string>& overrides) {
@@ -676,10 +700,18 @@ std::size_t estimate_memory_bytes(const Config& config) {
   return static_cast<std::size_t>(b);
 }
 
-std::size_t physical_memory_bytes() {
-  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return 0;
-  return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+std::size_t estimate_data_bytes(const Config& c) {
+  // The longest sequence any task makes from these options (recall: keys, values and queries).
+  const double T = double(std::max(c.task.length, 2 * c.task.pairs + std::max(c.task.queries, c.task.pairs))) + 1;
+  // Validation and test sets and a fixed training set: inputs and targets, 8 bytes a token.
+  const double b = 16.0 * T * (2.0 * double(c.task.eval_size) + double(c.task.train_size)) +
+                   4.0 * T * double(c.model.d_model);  // learned positions
+  return b < 1.8e19 ? std::size_t(b) : std::numeric_limits<std::size_t>::max();
+}
+
+void check_memory(const Config& config, std::size_t budget) {
+  auto where = [&](const std::string&) { return Where{config.source.empty() ? "<config>" : config.source, 0, ""}; };
+  check_memory_impl(config, {}, where, budget);
 }
 
 std::string to_yaml(const Config& config) {

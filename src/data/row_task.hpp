@@ -2,7 +2,7 @@
 // Internal to src/data: the base of the tasks whose examples are independent rows.
 
 #include "qkv/data/tasks.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/tensor/random.hpp"
 
 namespace qkv::data {

@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/tensor/names.hpp"
 #include "qkv/tensor/random.hpp"
 
@@ -189,6 +189,17 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   if (n == "sort") return std::make_unique<Labelling>(n, Kind::Sort, o.vocab, o.length);
   if (n == "seq2seq_reverse") return std::make_unique<Seq2Seq>(n, Kind::Reverse, o.vocab, o.length);
   return std::make_unique<Seq2Seq>(n, Kind::Sort, o.vocab, o.length);
+}
+
+Batch rows(const Batch& b, std::size_t lo, std::size_t hi) {
+  auto take = [&](const IndexArray& a) {
+    if (a.dimension() != 2) return a;  // no decoder inputs
+    const std::size_t T = a.shape()[1];
+    IndexArray out = IndexArray::from_shape({hi - lo, T});
+    std::copy(a.data() + lo * T, a.data() + hi * T, out.data());
+    return out;
+  };
+  return {take(b.inputs), take(b.targets), take(b.decoder_inputs)};
 }
 
 Batch concat(const Batch& a, const Batch& b) {

@@ -14,9 +14,9 @@ namespace qkv::interp {
 
 std::string head_name(const HeadRef& h) { return std::to_string(h.layer) + "." + std::to_string(h.head); }
 
-std::vector<std::size_t> heads_per_layer(train::TaskModel& model) {
+std::vector<std::size_t> heads_per_layer(model::TaskModel& model) {
   std::vector<std::size_t> out;
-  for (auto& [name, layer] : train::attention_layers(model)) out.push_back(layer->num_heads());
+  for (auto& [name, layer] : model::attention_layers(model)) out.push_back(layer->num_heads());
   return out;
 }
 
@@ -69,17 +69,17 @@ const NameTable<AblationMode>& ablation_mode_names() {
   return t;
 }
 
-std::vector<Array<float>> head_means(train::TaskModel& model, const data::Batch& batch, std::size_t batch_size) {
+std::vector<Array<float>> head_means(model::TaskModel& model, const data::Batch& batch, std::size_t batch_size) {
   NoGradGuard no_grad;
   const bool was_training = model.module().is_training();
   model.module().eval();
-  const auto layers = train::attention_layers(model);
+  const auto layers = model::attention_layers(model);
   std::vector<std::vector<double>> sums(layers.size());
   std::vector<std::size_t> dims(layers.size(), 0), H(layers.size(), 0);
   std::vector<double> rows(layers.size(), 0);
   const std::size_t N = batch.size();
   for (std::size_t lo = 0; lo < N; lo += batch_size) {
-    const data::Batch part = train::rows(batch, lo, std::min(N, lo + batch_size));
+    const data::Batch part = data::rows(batch, lo, std::min(N, lo + batch_size));
     auto cache = nn::run_with_cache(model.module(), [&] { model.logits(part); }, {"*.hook_z"});
     for (std::size_t l = 0; l < layers.size(); ++l) {
       const Array<float>& z = cache[layers[l].first + ".hook_z"];  // (B, H, Tq, D)
@@ -114,10 +114,10 @@ struct LayerGate {
 
 // Install z <- m + xi (z - m) on every attention layer with a removed head (all of them when
 // `all`, for importance gradients).
-std::vector<LayerGate> install(train::TaskModel& model, nn::HookScope<float>& scope, const std::vector<HeadRef>& heads,
+std::vector<LayerGate> install(model::TaskModel& model, nn::HookScope<float>& scope, const std::vector<HeadRef>& heads,
                                AblationMode mode, const std::vector<Array<float>>* means, bool all, bool trainable) {
   if (mode == AblationMode::Mean && !means) throw ValueError("mean ablation needs the heads' mean outputs (head_means)");
-  const auto layers = train::attention_layers(model);
+  const auto layers = model::attention_layers(model);
   std::vector<LayerGate> gates(layers.size());
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const std::size_t H = layers[l].second->num_heads(), D = layers[l].second->value_dim();  // z is (B, H, T, Dv)
@@ -145,19 +145,19 @@ std::vector<LayerGate> install(train::TaskModel& model, nn::HookScope<float>& sc
 
 }  // namespace
 
-HeadAblation::HeadAblation(train::TaskModel& model, const std::vector<HeadRef>& heads, AblationMode mode,
+HeadAblation::HeadAblation(model::TaskModel& model, const std::vector<HeadRef>& heads, AblationMode mode,
                            const std::vector<Array<float>>* means)
     : scope_(model.module()) {
   install(model, scope_, heads, mode, means, false, false);
 }
 
-train::EvalMetrics ablated_metrics(train::TaskModel& model, const data::Batch& batch, const std::vector<HeadRef>& heads,
+model::EvalMetrics ablated_metrics(model::TaskModel& model, const data::Batch& batch, const std::vector<HeadRef>& heads,
                                    AblationMode mode, const std::vector<Array<float>>* means) {
   HeadAblation ablation(model, heads, mode, means);
-  return train::evaluate(model, batch, 256);
+  return model::evaluate(model, batch, 256);
 }
 
-std::vector<AblationRow> ablate_each(train::TaskModel& model, const data::Batch& batch, AblationMode mode,
+std::vector<AblationRow> ablate_each(model::TaskModel& model, const data::Batch& batch, AblationMode mode,
                                      const std::vector<Array<float>>* means) {
   std::vector<AblationRow> out;
   const auto heads = heads_per_layer(model);
@@ -166,7 +166,7 @@ std::vector<AblationRow> ablate_each(train::TaskModel& model, const data::Batch&
   return out;
 }
 
-std::vector<std::vector<double>> head_importance(train::TaskModel& model, const data::Batch& batch,
+std::vector<std::vector<double>> head_importance(model::TaskModel& model, const data::Batch& batch,
                                                  const std::vector<HeadRef>& removed, AblationMode mode,
                                                  const std::vector<Array<float>>* means, std::size_t batch_size) {
   const bool was_training = model.module().is_training();
@@ -179,7 +179,7 @@ std::vector<std::vector<double>> head_importance(train::TaskModel& model, const 
     const std::vector<LayerGate> gates = install(model, scope, removed, mode, means, true, true);
     const std::size_t N = batch.size();
     for (std::size_t lo = 0; lo < N; lo += batch_size) {
-      const data::Batch part = train::rows(batch, lo, std::min(N, lo + batch_size));
+      const data::Batch part = data::rows(batch, lo, std::min(N, lo + batch_size));
       Variable<float> loss = cross_entropy(model.logits(part), part.targets, data::kIgnore);
       loss.backward();
       for (std::size_t l = 0; l < gates.size(); ++l) {
@@ -202,7 +202,7 @@ std::vector<std::vector<double>> head_importance(train::TaskModel& model, const 
   return importance;
 }
 
-std::vector<PrunePoint> prune_curve(train::TaskModel& model, const data::Batch& importance_batch,
+std::vector<PrunePoint> prune_curve(model::TaskModel& model, const data::Batch& importance_batch,
                                     const data::Batch& eval_batch, AblationMode mode,
                                     const std::vector<Array<float>>* means, std::size_t step) {
   if (step == 0) throw ValueError("pruning: the step (heads removed at a time) must be at least 1");

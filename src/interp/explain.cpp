@@ -61,9 +61,9 @@ std::string vec(const std::vector<double>& x, std::size_t dims) {
 
 }  // namespace
 
-QueryExplanation explain_query(train::TaskModel& model, const data::Task& task, const data::Batch& example,
+QueryExplanation explain_query(model::TaskModel& model, const data::Task& task, const data::Batch& example,
                                std::size_t layer, std::size_t head, std::size_t query) {
-  const auto layers = train::attention_layers(model);
+  const auto layers = model::attention_layers(model);
   if (layer >= layers.size())
     throw ValueError("--layer " + std::to_string(layer) + ": the model has " + std::to_string(layers.size()) +
                      " attention layers (" + range(layers.size()) + ")");
@@ -103,7 +103,7 @@ QueryExplanation explain_query(train::TaskModel& model, const data::Task& task, 
     const std::vector<double> kj = at(k, head, j);
     t.raw = std::inner_product(e.q.begin(), e.q.end(), kj.begin(), 0.0);
     t.scaled = t.raw * e.scale;
-    t.masked = e.kind == train::AttentionKind::Causal && j > query;
+    t.masked = e.kind == model::AttentionKind::Causal && j > query;
     t.model_weight = w(0, head, query, j);
     if (!t.masked) top = std::max(top, t.scaled);
     e.keys.push_back(t);
@@ -127,15 +127,15 @@ QueryExplanation explain_query(train::TaskModel& model, const data::Task& task, 
 std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
   std::ostringstream out;
   char b[512];
-  const char* kind = e.kind == train::AttentionKind::Causal ? "causal self-attention"
-                     : e.kind == train::AttentionKind::Cross ? "cross-attention: queries from the target, keys from the source"
+  const char* kind = e.kind == model::AttentionKind::Causal ? "causal self-attention"
+                     : e.kind == model::AttentionKind::Cross ? "cross-attention: queries from the target, keys from the source"
                                                              : "self-attention";
   const std::size_t D = e.q.size(), Tk = e.keys.size();
   out << "layer " << e.layer_index << " (" << e.layer << ", " << kind << "), head " << e.head << ", query " << e.query
       << " " << shown(e.query_tokens[e.query]) << "\n";
-  out << (e.kind == train::AttentionKind::Cross ? "query tokens:" : "tokens:");
+  out << (e.kind == model::AttentionKind::Cross ? "query tokens:" : "tokens:");
   for (std::size_t i = 0; i < e.query_tokens.size(); ++i) out << " " << i << ":" << shown(e.query_tokens[i]);
-  if (e.kind == train::AttentionKind::Cross) {
+  if (e.kind == model::AttentionKind::Cross) {
     out << "\nkey tokens:";
     for (std::size_t j = 0; j < Tk; ++j) out << " " << j << ":" << shown(e.key_tokens[j]);
   }
@@ -144,7 +144,7 @@ std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
   out << b;
   std::snprintf(b, sizeof b, "\n2. scores  s_j = q . k_j, scaled by %.6f (= 1/sqrt(%zu)%s)%s\n", e.scale, D,
                 std::abs(e.scale - 1 / std::sqrt(double(D))) > 1e-12 ? ", set by the layer: not 1/sqrt(D)" : "",
-                e.kind == train::AttentionKind::Causal ? "; causal mask: keys after the query are masked" : "");
+                e.kind == model::AttentionKind::Causal ? "; causal mask: keys after the query are masked" : "");
   out << b;
   std::snprintf(b, sizeof b, "\n3. weights  w_j = exp(a_j - max a) / sum_k exp(a_k - max a)\n\n  %4s  %-8s %10s %10s %10s\n",
                 "key", "token", "q.k", "scaled a", "weight");
@@ -196,7 +196,7 @@ std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
 std::string explanation_json(const QueryExplanation& e) {
   std::ostringstream out;
   out << "{\"layer\":" << json_string(e.layer) << ",\"layer_index\":" << e.layer_index << ",\"head\":" << e.head
-      << ",\"query\":" << e.query << ",\"kind\":" << json_string(train::attention_kind_name(e.kind))
+      << ",\"query\":" << e.query << ",\"kind\":" << json_string(model::attention_kind_name(e.kind))
       << ",\"query_tokens\":" << json_array(e.query_tokens) << ",\"key_tokens\":" << json_array(e.key_tokens)
       << ",\"q\":" << json_array(e.q) << ",\"scale\":" << json_number(e.scale) << ",\"keys\":[";
   for (std::size_t j = 0; j < e.keys.size(); ++j) {
@@ -210,6 +210,44 @@ std::string explanation_json(const QueryExplanation& e) {
       << ",\"weight_error\":" << json_number(e.weight_error) << ",\"output_error\":" << json_number(e.output_error)
       << "}\n";
   return out.str();
+}
+
+}  // namespace qkv::interp
+
+namespace qkv::interp {
+
+std::string format_query_survey(const std::vector<QueryExplanation>& heads, std::size_t top) {
+  if (heads.empty()) return "";
+  std::ostringstream out;
+  const QueryExplanation& first = heads.front();
+  out << "query " << first.query << " " << shown(first.query_tokens[first.query]) << "; tokens:";
+  for (std::size_t i = 0; i < first.query_tokens.size(); ++i) out << " " << i << ":" << shown(first.query_tokens[i]);
+  out << "\nper head, the keys with the largest weights:\n";
+  char b[128];
+  for (const QueryExplanation& e : heads) {
+    std::vector<const KeyTerm*> keys;
+    for (auto& t : e.keys)
+      if (!t.masked) keys.push_back(&t);
+    std::stable_sort(keys.begin(), keys.end(), [](auto* x, auto* y) { return x->weight > y->weight; });
+    std::snprintf(b, sizeof b, "  %3zu.%-3zu", e.layer_index, e.head);
+    out << b;
+    for (std::size_t r = 0; r < std::min(top, keys.size()); ++r) {
+      std::snprintf(b, sizeof b, "  %3zu %-6s %.3f", keys[r]->key, shown(e.key_tokens[keys[r]->key]).c_str(), keys[r]->weight);
+      out << b;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string explanations_json(const std::vector<QueryExplanation>& heads) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    std::string one = explanation_json(heads[i]);
+    while (!one.empty() && one.back() == '\n') one.pop_back();
+    out += (i ? ",\n" : "") + one;
+  }
+  return out + "]\n";
 }
 
 }  // namespace qkv::interp

@@ -6,7 +6,7 @@
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/nn/activation_cache.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 namespace qkv::interp {
 namespace {
@@ -167,7 +167,7 @@ std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, 
   std::vector<HeadScores> out;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const Array<float>& w = *layers[l].weights;
-    const bool same_sequence = layers[l].kind != train::AttentionKind::Cross;
+    const bool same_sequence = layers[l].kind != model::AttentionKind::Cross;
     const auto em = entropy_and_max(w);
     const auto first = column_scores(w, 0, 1);
     std::vector<double> prev, self, retrieval;
@@ -193,12 +193,12 @@ std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, 
 
 namespace {
 // Every layer's hook_pattern over `b`, in batches of `batch_size` rows, concatenated along B.
-std::vector<Array<float>> patterns(train::TaskModel& model, const data::Batch& b, std::size_t batch_size) {
-  const auto layers = train::attention_layers(model);
+std::vector<Array<float>> patterns(model::TaskModel& model, const data::Batch& b, std::size_t batch_size) {
+  const auto layers = model::attention_layers(model);
   std::vector<std::vector<Array<float>>> parts(layers.size());
   const std::size_t N = b.size();
   for (std::size_t lo = 0; lo < N; lo += batch_size) {
-    const data::Batch part = train::rows(b, lo, std::min(N, lo + batch_size));
+    const data::Batch part = data::rows(b, lo, std::min(N, lo + batch_size));
     auto cache = nn::run_with_cache(model.module(), [&] { model.logits(part); }, {"*.hook_pattern"});
     for (std::size_t l = 0; l < layers.size(); ++l) parts[l].push_back(cache[layers[l].first + ".hook_pattern"]);
   }
@@ -219,7 +219,7 @@ std::vector<Array<float>> patterns(train::TaskModel& model, const data::Batch& b
 }
 }  // namespace
 
-std::vector<std::vector<double>> induction_scores(train::TaskModel& model, const data::Task& task, std::size_t count,
+std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const data::Task& task, std::size_t count,
                                                   std::uint64_t seed, std::size_t batch_size) {
   const std::size_t T = task.input_length();
   if (task.seq2seq() || T < 4 || count == 0) return {};
@@ -231,26 +231,26 @@ std::vector<std::vector<double>> induction_scores(train::TaskModel& model, const
   r.targets = r.inputs;
   r.decoder_inputs = IndexArray::from_shape({0});
   const std::vector<Array<float>> w = patterns(model, r, batch_size);
-  const auto layers = train::attention_layers(model);
+  const auto layers = model::attention_layers(model);
   const std::size_t N = T / 2;
   std::vector<std::vector<double>> out;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     out.push_back(diagonal_scores(w[l], 1 - long(N), N));
-    if (model.attention_kind(*layers[l].second) == train::AttentionKind::Cross)
+    if (model.attention_kind(*layers[l].second) == model::AttentionKind::Cross)
       std::fill(out.back().begin(), out.back().end(), kNaN);
   }
   if (was_training) model.module().train();
   return out;
 }
 
-std::vector<HeadScores> head_scores(train::TaskModel& model, const data::Task& task, const data::Batch& heldout,
+std::vector<HeadScores> head_scores(model::TaskModel& model, const data::Task& task, const data::Batch& heldout,
                                     const HeadScoreOptions& o) {
   if (o.examples == 0) throw ValueError("head scores: --examples must be at least 1");
   NoGradGuard no_grad;
   const bool was_training = model.module().is_training();
   model.module().eval();
-  const data::Batch b = train::rows(heldout, 0, std::min(o.examples, heldout.size()));
-  const auto layers = train::attention_layers(model);
+  const data::Batch b = data::rows(heldout, 0, std::min(o.examples, heldout.size()));
+  const auto layers = model::attention_layers(model);
   const std::vector<Array<float>> w = patterns(model, b, o.batch_size);
   std::vector<LayerPattern> lp;
   for (std::size_t l = 0; l < layers.size(); ++l) lp.push_back({layers[l].first, model.attention_kind(*layers[l].second), &w[l]});
@@ -283,7 +283,7 @@ std::string format_head_scores(const std::vector<HeadScores>& scores) {
   out << line;
   for (auto& s : scores) {
     std::snprintf(line, sizeof line, "%-22s %4zu %-6s %8s %8s %8s %8s %8s %8s %8s  %s\n", s.layer.c_str(), s.head,
-                  train::attention_kind_name(s.kind), cell(s.entropy).c_str(), cell(s.max_weight).c_str(),
+                  model::attention_kind_name(s.kind), cell(s.entropy).c_str(), cell(s.max_weight).c_str(),
                   cell(s.previous_token).c_str(), cell(s.first_token).c_str(), cell(s.self).c_str(),
                   cell(s.induction).c_str(), cell(s.retrieval).c_str(), s.label.c_str());
     out << line;
@@ -297,7 +297,7 @@ std::string head_scores_csv(const std::vector<HeadScores>& scores) {
   for (auto& n : score_names()) out << ',' << n;
   out << ",label\n";
   for (auto& s : scores) {
-    out << s.layer << ',' << s.layer_index << ',' << s.head << ',' << train::attention_kind_name(s.kind);
+    out << s.layer << ',' << s.layer_index << ',' << s.head << ',' << model::attention_kind_name(s.kind);
     for (auto& n : score_names()) {
       const double x = score(s, n);
       out << ',' << (std::isnan(x) ? std::string() : cell(x, "%.9g"));

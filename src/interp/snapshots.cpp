@@ -54,7 +54,7 @@ std::string per_step(const S& s) { return shape_str(Shape(s.begin() + 1, s.end()
 
 }  // namespace
 
-SnapshotRecorder::SnapshotRecorder(train::TaskModel& model, const data::Task& task, const data::Batch& examples)
+SnapshotRecorder::SnapshotRecorder(model::TaskModel& model, const data::Task& task, const data::Batch& examples)
     : model_(model), task_(task), examples_(examples) {
   const std::size_t N = examples.size();
   if (N == 0) throw ValueError("snapshots: no examples to record (the held-out set is empty)");
@@ -65,7 +65,7 @@ SnapshotRecorder::SnapshotRecorder(train::TaskModel& model, const data::Task& ta
   if (s2s) snapshots_.decoder_labels = labels(task, examples.decoder_inputs);
   snapshots_.score_names = score_names();
   const std::size_t K = snapshots_.score_names.size();
-  for (auto& [name, layer] : train::attention_layers(model)) {
+  for (auto& [name, layer] : model::attention_layers(model)) {
     const auto [queries, keys] = model.attention_tokens(*layer, examples);
     SnapshotLayer l;
     l.name = name;
@@ -80,7 +80,7 @@ void SnapshotRecorder::record(std::int64_t step) {
   if (!snapshots_.steps.empty() && step <= snapshots_.steps.back())
     throw ValueError("snapshots: step " + std::to_string(step) + " recorded after step " +
                      std::to_string(snapshots_.steps.back()) + "; steps must increase");
-  const auto layers = train::attention_layers(model_);
+  const auto layers = model::attention_layers(model_);
   if (layers.size() != snapshots_.layers.size())
     throw ValueError("snapshots: the model has " + std::to_string(layers.size()) + " attention layers, the snapshots " +
                      std::to_string(snapshots_.layers.size()));
@@ -156,8 +156,8 @@ void SnapshotRecorder::adopt(Snapshots loaded) {
     const std::string where = "/layers/" + std::to_string(l);
     if (a.name != b.name) differ(where + " is '" + a.name + "' in the file, '" + b.name + "' here");
     if (a.kind != b.kind)
-      differ(where + " (" + b.name + ") is " + train::attention_kind_name(a.kind) + " in the file, " +
-             train::attention_kind_name(b.kind) + " here");
+      differ(where + " (" + b.name + ") is " + model::attention_kind_name(a.kind) + " in the file, " +
+             model::attention_kind_name(b.kind) + " here");
     if (per_step(a.weights.shape()) != per_step(b.weights.shape()) || per_step(a.scores.shape()) != per_step(b.scores.shape()))
       differ(where + " (" + b.name + "): weights per step " + per_step(a.weights.shape()) + " in the file, " +
              per_step(b.weights.shape()) + " here");

@@ -3,11 +3,11 @@
 #include <algorithm>
 
 #include "qkv/tensor/random.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 namespace qkv::interp {
 
-ValueSwapResult value_swap(train::TaskModel& model, const data::Task& task, const data::Batch& batch,
+ValueSwapResult value_swap(model::TaskModel& model, const data::Task& task, const data::Batch& batch,
                            std::uint64_t seed, std::size_t batch_size) {
   const bool s2s = task.name() == "seq2seq_recall";
   if (task.name() != "recall" && !s2s)
@@ -46,7 +46,7 @@ ValueSwapResult value_swap(train::TaskModel& model, const data::Task& task, cons
   if (r.queries == 0) return r;
   // Token accuracies over the swapped keys' queries only (every other target is kIgnore).
   const auto accuracy = [&](const IndexArray& inputs, const IndexArray& targets) {
-    return train::evaluate(model, data::Batch{inputs, targets, batch.decoder_inputs}, batch_size).token_accuracy;
+    return model::evaluate(model, data::Batch{inputs, targets, batch.decoder_inputs}, batch_size).token_accuracy;
   };
   r.intact = accuracy(batch.inputs, old_targets);
   r.follow = accuracy(swapped, new_targets);

@@ -66,10 +66,10 @@ std::string snapshots_object(const Snapshots& s, std::size_t e, bool seq2seq) {
     const SnapshotLayer& layer = s.layers[l];
     const auto& sh = layer.weights.shape();  // (S, N, H, Tq, Tk)
     const std::size_t H = sh[2], Tq = sh[3], Tk = sh[4], K = s.score_names.size();
-    const bool decoder_queries = seq2seq && layer.kind != train::AttentionKind::Self;
-    const bool decoder_keys = seq2seq && layer.kind == train::AttentionKind::Causal;
+    const bool decoder_queries = seq2seq && layer.kind != model::AttentionKind::Self;
+    const bool decoder_keys = seq2seq && layer.kind == model::AttentionKind::Causal;
     out += std::string(l ? "," : "") + "{\"name\":" + json_string(layer.name) + ",\"kind\":" +
-           json_string(train::attention_kind_name(layer.kind)) + ",\"query_tokens\":" +
+           json_string(model::attention_kind_name(layer.kind)) + ",\"query_tokens\":" +
            json_array(decoder_queries ? decoder : input) + ",\"key_tokens\":" + json_array(decoder_keys ? decoder : input) +
            ",\"heads\":[";
     for (std::size_t h = 0; h < H; ++h) {
@@ -89,7 +89,7 @@ std::string snapshots_object(const Snapshots& s, std::size_t e, bool seq2seq) {
 
 // The snapshots must describe this model's attention layers.
 void check_snapshots(const Snapshots& s, const std::vector<std::pair<std::string, nn::MultiHeadAttention<float>*>>& layers,
-                     const train::TaskModel& model) {
+                     const model::TaskModel& model) {
   if (s.layers.size() != layers.size())
     throw ValueError("snapshots: the file holds " + std::to_string(s.layers.size()) + " attention layers, the model has " +
                      std::to_string(layers.size()));
@@ -99,8 +99,8 @@ void check_snapshots(const Snapshots& s, const std::vector<std::pair<std::string
     if (sl.name != layers[l].first || sl.kind != model.attention_kind(*layers[l].second) ||
         H != layers[l].second->num_heads())
       throw ValueError("snapshots: layer " + std::to_string(l) + " is " + sl.name + " (" +
-                       train::attention_kind_name(sl.kind) + ", " + std::to_string(H) + " heads), the model's is " +
-                       layers[l].first + " (" + train::attention_kind_name(model.attention_kind(*layers[l].second)) +
+                       model::attention_kind_name(sl.kind) + ", " + std::to_string(H) + " heads), the model's is " +
+                       layers[l].first + " (" + model::attention_kind_name(model.attention_kind(*layers[l].second)) +
                        ", " + std::to_string(layers[l].second->num_heads()) + " heads): snapshots of another model");
   }
 }
@@ -122,11 +122,11 @@ std::string base64(const unsigned char* bytes, std::size_t n) {
   return out;
 }
 
-std::string viewer_json(train::TaskModel& model, const data::Task& task, const nn::TransformerOptions& options,
+std::string viewer_json(model::TaskModel& model, const data::Task& task, const nn::TransformerOptions& options,
                         const data::Batch& row, const ViewerContent& content) {
   if (row.size() != 1)
     throw ShapeError("viewer_json: expected a batch of one example, found " + std::to_string(row.size()));
-  const auto layers = train::attention_layers(model);
+  const auto layers = model::attention_layers(model);
   if (content.snapshots) check_snapshots(*content.snapshots, layers, model);
 
   nn::ActivationCache<float> cache;
@@ -151,7 +151,7 @@ std::string viewer_json(train::TaskModel& model, const data::Task& task, const n
     const std::size_t H = w.shape()[1], Tq = w.shape()[2], Tk = w.shape()[3];
     const auto [queries, keys] = model.attention_tokens(*layer, row);
     out += std::string(l ? "," : "") + "{\"name\":" + json_string(name) + ",\"kind\":" +
-           json_string(train::attention_kind_name(model.attention_kind(*layer))) + ",\"query_tokens\":" +
+           json_string(model::attention_kind_name(model.attention_kind(*layer))) + ",\"query_tokens\":" +
            json_array(token_labels(task, *queries, 0)) + ",\"key_tokens\":" + json_array(token_labels(task, *keys, 0)) +
            ",\"heads\":[";
     for (std::size_t h = 0; h < H; ++h, ++flat) {

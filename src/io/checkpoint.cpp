@@ -77,6 +77,24 @@ Array<float> read_float_tensor(hid_t dataset, const std::string& path) {
   return a;
 }
 
+// A weight or an optimizer buffer that is NaN or infinite cannot come from a run that qkv saved
+// (training stops before saving when the loss or a gradient is not finite): refuse it, naming the
+// dataset and the first bad element, rather than compute with it.
+void check_finite(const Array<float>& t, const std::string& path) {
+  const float* p = t.data();
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    if (std::isfinite(p[i])) continue;
+    std::string index;
+    std::size_t rest = i;
+    for (std::size_t d = t.dimension(); d-- > 0;) {
+      index = std::to_string(rest % t.shape()[d]) + (index.empty() ? "" : ", ") + index;
+      rest /= t.shape()[d];
+    }
+    throw IoError(path + "[" + index + "] is " + (std::isnan(p[i]) ? "nan" : p[i] > 0 ? "inf" : "-inf") +
+                  ": a checkpoint holds finite values only (was the file edited, or written by another program?)");
+  }
+}
+
 void read_tensors(hid_t group, const std::string& group_path, const std::string& name_prefix,
                   StateDict<float>& out) {
   for (auto& [name, kind] : h5::children(group)) {
@@ -86,7 +104,9 @@ void read_tensors(hid_t group, const std::string& group_path, const std::string&
       read_tensors(g, path, name_prefix + name + "/", out);
     } else if (kind == h5::Kind::Dataset) {
       Handle d = h5::open_dataset(group, name, path);
-      out.emplace_back(name_prefix + name, read_float_tensor(d, path));
+      Array<float> t = read_float_tensor(d, path);
+      check_finite(t, path);
+      out.emplace_back(name_prefix + name, std::move(t));
     } else {
       throw IoError(path + " is neither a group nor a dataset");
     }
@@ -247,6 +267,7 @@ Checkpoint read_file(const std::string& path) {
   if (format != kCheckpointFormat)
     throw IoError("not a qkv checkpoint: root attribute format is '" + format + "', expected '" + kCheckpointFormat + "'");
   ck.step = h5::read_int_attribute(root, "step", "/");
+  if (ck.step < 0) throw IoError("root attribute step is " + std::to_string(ck.step) + ": expected a step >= 0");
   ck.config_yaml = h5::read_string_dataset(h5::open_dataset(root, "config", "/config"), "/config");
 
   Handle model = h5::open_group(root, "model", "/model");
@@ -254,6 +275,8 @@ Checkpoint read_file(const std::string& path) {
 
   Handle optimizer = h5::open_group(root, "optimizer", "/optimizer");
   ck.optimizer_step = h5::read_int_attribute(optimizer, "step", "/optimizer");
+  if (ck.optimizer_step < 0)
+    throw IoError("/optimizer attribute step is " + std::to_string(ck.optimizer_step) + ": expected a step >= 0");
   read_tensors(optimizer, "/optimizer", "", ck.optimizer);
 
   Handle rng = h5::open_group(root, "rng", "/rng");

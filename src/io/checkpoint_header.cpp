@@ -168,34 +168,5 @@ void seal_checkpoint_file(const std::string& path) {
   }
 }
 
-namespace detail {
-
-std::string read_whole_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw IoError(std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    throw IoError("is a directory, not a checkpoint file");
-  }
-  std::string bytes;
-  if (st.st_size > 0) bytes.reserve(std::size_t(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw IoError(std::string("cannot read: ") + std::strerror(err));
-    }
-    if (n == 0) break;
-    bytes.append(buf, std::size_t(n));
-  }
-  ::close(fd);
-  return bytes;
-}
-
-}  // namespace detail
 
 }  // namespace qkv::io

@@ -1,5 +1,5 @@
 #include "qkv/kernels/attention.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>

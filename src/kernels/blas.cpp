@@ -5,11 +5,10 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/tensor/allocator.hpp"
 
 #ifndef QKV_BLAS_LIBRARY
@@ -33,7 +32,6 @@ struct Blas {
   str_fn corename = nullptr;
   str_fn config = nullptr;
   std::string library;
-  std::string coretype_source;
 };
 
 // OpenBLAS's x86-64 core types (0.3.21, DYNAMIC_ARCH) by the instruction set their kernels need:
@@ -98,70 +96,8 @@ std::string core_type_names() {
 }
 #endif
 
-// What is wrong with QKV_BLAS_CORETYPE=forced here ("" if nothing).
-std::string forced_core_type_error(const char* forced) {
-#if defined(__x86_64__)
-  const CoreType* c = find_core_type(forced);
-  if (!c)
-    return std::string("QKV_BLAS_CORETYPE=") + forced + ": not an OpenBLAS x86-64 core type; expected one of " +
-           core_type_names();
-  if (!c->runs_here()) {
-    const CoreType* best = best_core_type();
-    return std::string("QKV_BLAS_CORETYPE=") + forced + ": this CPU lacks the instructions " + c->name +
-           "'s kernels use; unset it to let qkv choose (" + (best ? best->name : "OpenBLAS's detection") + " here)";
-  }
-#else
-  (void)forced;
-#endif
-  return "";
-}
-
-// Puts OPENBLAS_CORETYPE in the environment before OpenBLAS loads and says where it came from.
-// QKV_BLAS_CORETYPE, if set and valid, is used as it is. Otherwise qkv's choice from the CPU
-// features wins over an OPENBLAS_CORETYPE inherited from the environment, unless that one is of
-// the same level: a machine may export a core type that halves the GEMM rate (Haswell on an
-// AVX-512 CPU) or cannot run at all (SkylakeX on an AVX2 one).
-std::string choose_core_type() {
-  const char* forced = std::getenv("QKV_BLAS_CORETYPE");
-  const char* inherited = std::getenv("OPENBLAS_CORETYPE");
-  const std::string env = inherited && *inherited ? inherited : "";
-  std::string note;  // a QKV_BLAS_CORETYPE that could not be used
-  if (forced && *forced) {
-    note = forced_core_type_error(forced);
-    if (note.empty()) {
-      setenv("OPENBLAS_CORETYPE", forced, 1);
-      return std::string("QKV_BLAS_CORETYPE=") + forced + " from the environment";
-    }
-    std::fprintf(stderr, "qkv: %s; not used\n", note.c_str());
-    note = "; " + note + ", not used";
-  }
-#if defined(__x86_64__)
-  const CoreType* best = best_core_type();
-  if (!best) return (env.empty() ? "detected by OpenBLAS" : "OPENBLAS_CORETYPE=" + env + " from the environment") + note;
-  if (!env.empty()) {
-    const CoreType* c = find_core_type(env);
-    if (c && c->level == best->level && c->runs_here())
-      return "OPENBLAS_CORETYPE=" + env + " from the environment (the level of " + best->name +
-             ", qkv's choice from the CPU features)" + note;
-    setenv("OPENBLAS_CORETYPE", best->name, 1);
-    const char* why = !c ? "not a core type OpenBLAS knows"
-                      : c->runs_here() ? "slower kernels than this CPU runs"
-                                       : "kernels this CPU cannot run";
-    return "chosen by qkv from the CPU features; OPENBLAS_CORETYPE=" + env + " in the environment not used (" +
-           why + "; QKV_BLAS_CORETYPE forces a core type)" + note;
-  }
-  setenv("OPENBLAS_CORETYPE", best->name, 1);
-  return "chosen by qkv from the CPU features" + note;
-#else
-  return (env.empty() ? "detected by OpenBLAS" : "OPENBLAS_CORETYPE=" + env + " from the environment") + note;
-#endif
-}
-
 Blas load() {
   Blas b;
-  b.coretype_source = choose_core_type();
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
-
   void* handle = nullptr;
   for (const char* name : {"libopenblas.so.0", QKV_BLAS_LIBRARY, "libopenblas.so"}) {
     handle = dlopen(name, RTLD_NOW | RTLD_GLOBAL);
@@ -328,18 +264,42 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   for (long i = 0; i < count; ++i) run(i);
 }
 
-std::string blas_environment_error() {
-  const char* forced = std::getenv("QKV_BLAS_CORETYPE");
-  return forced && *forced ? forced_core_type_error(forced) : "";
-}
-
 std::string blas_info() {
   const Blas& b = blas();
   std::string s = "OpenBLAS";
   if (b.config) s += std::string(" (") + b.config() + ")";
   if (b.corename) s += std::string(", kernel ") + b.corename();
-  s += " [" + b.coretype_source + "], 1 thread per call";
   return s;
+}
+
+std::string blas_core_type_for_cpu() {
+#if defined(__x86_64__)
+  const CoreType* best = best_core_type();
+  return best ? best->name : "";
+#else
+  return "";
+#endif
+}
+
+int blas_core_type_level(const std::string& name) {
+#if defined(__x86_64__)
+  const CoreType* c = find_core_type(name);
+  return c ? c->level : -1;
+#else
+  (void)name;
+  return -1;
+#endif
+}
+
+std::string blas_core_type_problem(const std::string& name) {
+#if defined(__x86_64__)
+  const CoreType* c = find_core_type(name);
+  if (!c) return name + ": not an OpenBLAS x86-64 core type; expected one of " + core_type_names();
+  if (!c->runs_here()) return name + ": this CPU lacks the instructions " + c->name + "'s kernels use";
+#else
+  (void)name;
+#endif
+  return "";
 }
 
 #define QKV_INSTANTIATE(T)                                                                      \

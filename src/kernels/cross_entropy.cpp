@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "qkv/kernels/softmax.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv::kernels {
 

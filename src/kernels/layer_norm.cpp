@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "qkv/tensor/allocator.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv::kernels {
 namespace {

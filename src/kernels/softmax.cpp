@@ -1,5 +1,5 @@
 #include "qkv/kernels/softmax.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 #include <cmath>
 #include <limits>

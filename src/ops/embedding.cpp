@@ -1,5 +1,5 @@
 #include "qkv/ops/embedding.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 #include <algorithm>
 #include <vector>

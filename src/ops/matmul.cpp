@@ -1,7 +1,7 @@
 #include "qkv/ops/matmul.hpp"
 
 #include "qkv/kernels/blas.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv {
 namespace {

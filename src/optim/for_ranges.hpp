@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv::optim::detail {
 

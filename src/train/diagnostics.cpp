@@ -2,10 +2,10 @@
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/kernels/blas.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/activation_cache.hpp"
-#include "qkv/train/evaluate.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/evaluate.hpp"
+#include "qkv/model/task_model.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -124,12 +124,12 @@ double gradient_norm(const Variable<float>& p) {
   return std::sqrt(s);
 }
 
-std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n,
+std::vector<LayerDiagnostics> attention_diagnostics(model::TaskModel& model, const data::Batch& eval, std::size_t n,
                                                     std::size_t batch_size) {
   NoGradGuard no_grad;
   const bool was_training = model.module().is_training();
   model.module().eval();
-  const auto layers = attention_layers(model);
+  const auto layers = model::attention_layers(model);
   struct Sums {
     StatsSums stats;
     RedundancySums redundancy;
@@ -139,7 +139,7 @@ std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data
   n = std::min(n, eval.inputs.shape()[0]);
   batch_size = std::max<std::size_t>(batch_size, 1);
   for (std::size_t lo = 0; lo < n; lo += batch_size) {
-    const data::Batch b = rows(eval, lo, std::min(n, lo + batch_size));
+    const data::Batch b = data::rows(eval, lo, std::min(n, lo + batch_size));
     auto cache = nn::run_with_cache(model.module(), [&] { model.logits(b); }, {"*.hook_pattern", "*.hook_q", "*.hook_k"});
     for (std::size_t i = 0; i < layers.size(); ++i) {
       const std::string& name = layers[i].first;

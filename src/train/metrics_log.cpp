@@ -3,20 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
-#include "qkv/io/checkpoint.hpp"
-#include "qkv/train/trainer.hpp"
+#include "qkv/tensor/tensor.hpp"
 
 namespace qkv::train {
-namespace {
-
-void write_row(std::ostream& f, const std::vector<double>& r) {
-  for (std::size_t c = 0; c < r.size(); ++c) f << (c ? "," : "") << csv_number(r[c]);
-  f << "\n";
-}
-
-}  // namespace
 
 std::string csv_number(double v) {
   char buf[40];
@@ -40,59 +30,46 @@ std::vector<std::pair<std::string, std::vector<double>>> MetricsLog::history() c
   return out;
 }
 
-void MetricsLog::restore(const std::vector<std::pair<std::string, std::vector<double>>>& history, const std::string& path) {
-  rows_.clear();
+void MetricsLog::restore(const std::vector<std::pair<std::string, std::vector<double>>>& history, std::int64_t step,
+                         const std::string& path) {
   const std::size_t n = history.empty() ? 0 : history.front().second.size();
+  for (auto& [name, values] : history) {
+    if (std::find(columns_.begin(), columns_.end(), name) == columns_.end())
+      throw ValueError(path + ": metric column '" + name + "' does not belong to this model's metrics");
+    if (values.size() != n)
+      throw ValueError(path + ": /metrics/" + name + " has " + std::to_string(values.size()) + " rows, /metrics/" +
+                       history.front().first + " " + std::to_string(n) + ": every column must have one row per evaluation");
+  }
+  // The step column: whole numbers, increasing, none past the checkpoint's step.
+  for (auto& [name, values] : history) {
+    if (name != "step") continue;
+    for (std::size_t r = 0; r < n; ++r) {
+      const double s = values[r], before = r ? values[r - 1] : 0;
+      if (!(s == std::floor(s) && s > before && s <= double(step)))
+        throw ValueError(path + ": /metrics/step[" + std::to_string(r) + "] is " + csv_number(s) +
+                         ": expected a whole step after " + csv_number(before) + " and at most the checkpoint's step " +
+                         std::to_string(step));
+    }
+  }
+  std::vector<std::vector<double>> rows;
   for (std::size_t r = 0; r < n; ++r) {
     std::vector<double> row(columns_.size(), NAN);
-    for (auto& [name, values] : history) {
-      auto it = std::find(columns_.begin(), columns_.end(), name);
-      if (it == columns_.end())
-        throw ValueError(path + ": metric column '" + name + "' does not belong to this model's metrics");
-      row[std::size_t(it - columns_.begin())] = values.at(r);
-    }
-    rows_.push_back(std::move(row));
+    for (auto& [name, values] : history)
+      row[std::size_t(std::find(columns_.begin(), columns_.end(), name) - columns_.begin())] = values[r];
+    rows.push_back(std::move(row));
   }
+  rows_ = std::move(rows);
 }
 
-void MetricsLog::write_csv(const std::string& path) const {
-  std::ofstream f(path, std::ios::trunc);
-  for (std::size_t c = 0; c < columns_.size(); ++c) f << (c ? "," : "") << columns_[c];
-  f << "\n";
-  for (auto& r : rows_) write_row(f, r);
-  if (!f) throw io::IoError("cannot write " + path);
-}
-
-void MetricsLog::append_csv(const std::string& path) const {
-  std::ofstream f(path, std::ios::app);
-  write_row(f, rows_.back());
-  if (!f) throw io::IoError("cannot append to " + path);
-}
-
-// ---- result.csv ----
-
-void write_result_csv(const std::string& file, const RunResult& r, const MetricsLog& metrics, double tokens_per_s) {
-  // The last diagnostics, averaged over attention layers.
-  std::vector<std::pair<std::string, double>> diag = {{"entropy", 0}, {"max_weight", 0}, {"grad_q", 0}, {"grad_k", 0}, {"redundancy", 0}, {"qk_var", 0}};
-  std::size_t layers = 0;
-  for (auto& c : metrics.columns()) layers += c.size() > 8 && c.compare(c.size() - 8, 8, ".entropy") == 0;
-  for (auto& [name, values] : metrics.history()) {
-    if (values.empty()) continue;
-    for (auto& [key, sum] : diag)
-      if (name.size() > key.size() + 1 && name.compare(name.size() - key.size() - 1, key.size() + 1, "." + key) == 0)
-        sum += values.back() / double(layers);
+std::string MetricsLog::csv() const {
+  std::string out;
+  for (std::size_t c = 0; c < columns_.size(); ++c) out += (c ? "," : "") + columns_[c];
+  out += "\n";
+  for (auto& r : rows_) {
+    for (std::size_t c = 0; c < r.size(); ++c) out += (c ? "," : "") + csv_number(r[c]);
+    out += "\n";
   }
-  std::ofstream f(file);
-  f << "status,steps,final_loss,final_token_acc,final_seq_acc,best_token_acc,best_seq_acc,steps_to_target,"
-       "wall_s,tokens_per_s,train_token_acc";
-  for (auto& [key, v] : diag) f << ",attn_" << key;
-  f << "\n" << r.stop_reason << ',' << r.step;
-  for (double v : {r.last.loss, r.last.token_accuracy, r.last.sequence_accuracy, r.best.token_accuracy,
-                   r.best.sequence_accuracy, double(r.steps_to_target), r.wall_seconds, tokens_per_s,
-                   metrics.last("train_token_acc")})
-    f << ',' << csv_number(v);
-  for (auto& [key, v] : diag) f << ',' << csv_number(v);
-  f << "\n";
+  return out;
 }
 
 }  // namespace qkv::train

@@ -4,13 +4,13 @@
 
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/loss.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 #include "qkv/optim/clip.hpp"
 
 namespace qkv::train {
 
 void count_correct(const Array<float>& logits, const IndexArray& targets, double& correct, double& counted) {
-  IndexArray pred = argmax_last(logits);
+  IndexArray pred = model::argmax_last(logits);
   for (std::size_t i = 0; i < targets.size(); ++i) {
     if (targets.data()[i] == data::kIgnore) continue;
     ++counted;
@@ -18,7 +18,7 @@ void count_correct(const Array<float>& logits, const IndexArray& targets, double
   }
 }
 
-StepResult train_step(TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
+StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
                       const StepOptions& o, dist::DataParallel& dp) {
   StepResult r;
   // k micro-batches of batch/k rows: each forward and backward in turn, the gradients adding up
@@ -28,7 +28,7 @@ StepResult train_step(TaskModel& model, const data::Batch& batch, optim::Optimiz
   double sums[3] = {0, 0, 0};  // loss, correct, counted (this rank)
   Variable<float> whole;       // k == 1: backward comes after the finiteness check
   for (std::size_t m = 0; m < k; ++m) {
-    const data::Batch micro = k == 1 ? batch : rows(batch, m * rows_per, (m + 1) * rows_per);
+    const data::Batch micro = k == 1 ? batch : data::rows(batch, m * rows_per, (m + 1) * rows_per);
     Variable<float> logits = model.logits(micro);
     Variable<float> loss = cross_entropy(logits, micro.targets, data::kIgnore, o.label_smoothing);
     sums[0] += double(loss.item()) / double(k);

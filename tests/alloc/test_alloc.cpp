@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "qkv/data/tasks.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/transformer.hpp"
 #include "qkv/ops/loss.hpp"
 #include "qkv/optim/adam.hpp"

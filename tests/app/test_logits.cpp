@@ -6,7 +6,7 @@
 
 #include "qkv/data/tasks.hpp"
 #include "qkv/io/checkpoint.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 #include "train/train_fixtures.hpp"
 
 using namespace qkv;
@@ -29,7 +29,7 @@ TEST_CASE("cli: logits writes the checkpoint model's logits for the first held-o
   auto task = std::shared_ptr<data::Task>(data::make_task(cfg.task));
   data::Dataset data(task, cfg.seed, cfg.task.eval_size);
   Generator gen(0);
-  auto model = train::make_model(cfg, *task, gen);
+  auto model = model::make_model(cfg, *task, gen);
   model->module().load_state_dict(c.model);
   model->module().eval();
   data::Batch b;

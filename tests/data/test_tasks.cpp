@@ -5,7 +5,7 @@
 #include <set>
 
 #include "qkv/data/tasks.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "test_util.hpp"
 
 using namespace qkv;

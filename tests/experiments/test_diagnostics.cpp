@@ -6,8 +6,8 @@
 #include "qkv/config/config.hpp"
 #include "qkv/tensor/random.hpp"
 #include "qkv/train/diagnostics.hpp"
-#include "qkv/train/evaluate.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/evaluate.hpp"
+#include "qkv/model/task_model.hpp"
 
 using namespace qkv;
 
@@ -73,10 +73,10 @@ TEST_CASE("diagnostics and evaluation: any micro-batch size gives the same stati
       {"model.arch=decoder", "model.d_model=32", "model.heads=4", "model.layers=2", "model.d_ff=64",
        "model.dropout=0.1", "task.name=induction", "task.vocab=8", "task.length=16", "task.eval_size=40",
        "train.batch_size=12", "train.accumulate=3"});
-  CHECK(train::eval_batch_size(cfg) == 4);
+  CHECK(model::eval_batch_size(cfg) == 4);
   std::shared_ptr<const data::Task> task = data::make_task(cfg.task);
   Generator gen(3);
-  auto model = train::make_model(cfg, *task, gen);
+  auto model = model::make_model(cfg, *task, gen);
   const data::Dataset data(task, cfg.seed, cfg.task.eval_size);
   const data::Batch& eval = data.eval_set();
   REQUIRE(eval.inputs.shape()[0] == 40);
@@ -112,10 +112,10 @@ TEST_CASE("diagnostics and evaluation: any micro-batch size gives the same stati
 
   // evaluate: the loss is a mean per chunk in float, added in double, so the chunking moves it
   // by rounding only.
-  const train::EvalMetrics all = train::evaluate(*model, eval, 40);
+  const model::EvalMetrics all = model::evaluate(*model, eval, 40);
   for (std::size_t chunk : {1, 4, 7}) {
     CAPTURE(chunk);
-    const train::EvalMetrics m = train::evaluate(*model, eval, chunk);
+    const model::EvalMetrics m = model::evaluate(*model, eval, chunk);
     CHECK(m.loss == doctest::Approx(all.loss).epsilon(1e-6));
     CHECK(m.token_accuracy == doctest::Approx(all.token_accuracy));
     CHECK(m.sequence_accuracy == doctest::Approx(all.sequence_accuracy));

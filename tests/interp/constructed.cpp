@@ -13,7 +13,7 @@ Constructed constructed_decoder(double c, double b) {
                                 "task.name=induction", "task.vocab=8", "task.length=16", "task.eval_size=32"});
   m.task = data::make_task(m.cfg.task);
   Generator gen(0);
-  m.model = train::make_model(m.cfg, *m.task, gen);
+  m.model = model::make_model(m.cfg, *m.task, gen);
   StateDict<float> sd = m.model->module().state_dict();
   auto param = [&](const std::string& name) -> Array<float>& {
     for (auto& [n, a] : sd)

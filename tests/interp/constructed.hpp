@@ -7,7 +7,7 @@
 
 #include "qkv/config/config.hpp"
 #include "qkv/data/tasks.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::test {
 
@@ -25,7 +25,7 @@ struct Constructed {
   static constexpr std::size_t T = 16, V = 8, C = 2 * T + V;
   config::Config cfg;
   std::shared_ptr<data::Task> task;  // induction (V, T): only its sizes matter here
-  std::unique_ptr<train::TaskModel> model;
+  std::unique_ptr<model::TaskModel> model;
 };
 Constructed constructed_decoder(double c = 8.0, double b = 4.0);
 

@@ -14,7 +14,7 @@ namespace qkv {
 TEST_CASE("ablation: removing the head that carries the signal breaks the model, removing the other changes nothing") {
   test::Constructed m = test::constructed_decoder();
   const data::Batch b = test::previous_token_batch(64, m.T, m.V, 5);
-  const train::EvalMetrics intact = interp::ablated_metrics(*m.model, b, {}, interp::AblationMode::Zero);
+  const model::EvalMetrics intact = interp::ablated_metrics(*m.model, b, {}, interp::AblationMode::Zero);
   CHECK(intact.token_accuracy == doctest::Approx(1.0));
   const auto rows = interp::ablate_each(*m.model, b, interp::AblationMode::Zero);
   REQUIRE(rows.size() == 2);
@@ -33,7 +33,7 @@ TEST_CASE("ablation: removing the head that carries the signal breaks the model,
   const auto means = interp::head_means(*m.model, b);
   REQUIRE(means.size() == 1);
   CHECK(means[0].shape() == Shape{2, 20});
-  const train::EvalMetrics mean0 = interp::ablated_metrics(*m.model, b, {{0, 0}}, interp::AblationMode::Mean, &means);
+  const model::EvalMetrics mean0 = interp::ablated_metrics(*m.model, b, {{0, 0}}, interp::AblationMode::Mean, &means);
   CHECK(mean0.token_accuracy < 0.5);
   CHECK_THROWS_AS(interp::ablated_metrics(*m.model, b, {{0, 0}}, interp::AblationMode::Mean), ValueError);
 }

@@ -6,15 +6,15 @@
 
 #include "constructed.hpp"
 #include "qkv/interp/explain.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 namespace qkv {
 
 TEST_CASE("explain: the hand-set previous-token head's query 5 puts its weight on key 4, keys after 5 masked") {
   test::Constructed m = test::constructed_decoder();
-  const data::Batch b = train::rows(test::previous_token_batch(4, m.T, m.V, 1), 2, 3);
+  const data::Batch b = data::rows(test::previous_token_batch(4, m.T, m.V, 1), 2, 3);
   const interp::QueryExplanation e = interp::explain_query(*m.model, *m.task, b, 0, 0, 5);
-  CHECK(e.kind == train::AttentionKind::Causal);
+  CHECK(e.kind == model::AttentionKind::Causal);
   REQUIRE(e.keys.size() == m.T);
   CHECK(e.q.size() == 20);
   CHECK(e.scale == doctest::Approx(1 / std::sqrt(20.0)));
@@ -63,21 +63,21 @@ TEST_CASE("explain: cross-attention takes its queries from the target and its ke
        "task.name=seq2seq_reverse", "task.vocab=6", "task.length=5", "task.eval_size=4"});
   std::shared_ptr<data::Task> task = data::make_task(cfg.task);
   Generator gen(3);
-  auto model = train::make_model(cfg, *task, gen);
+  auto model = model::make_model(cfg, *task, gen);
   model->module().eval();
-  const data::Batch b = train::rows(task->examples(data::Split::Val, 1, 0, 2), 0, 1);
-  const auto layers = train::attention_layers(*model);
+  const data::Batch b = data::rows(task->examples(data::Split::Val, 1, 0, 2), 0, 1);
+  const auto layers = model::attention_layers(*model);
   std::size_t cross = layers.size(), self_dec = layers.size();
   for (std::size_t l = 0; l < layers.size(); ++l) {
-    if (model->attention_kind(*layers[l].second) == train::AttentionKind::Cross) cross = l;
+    if (model->attention_kind(*layers[l].second) == model::AttentionKind::Cross) cross = l;
     if (layers[l].first.find("decoder") != std::string::npos &&
-        model->attention_kind(*layers[l].second) == train::AttentionKind::Causal)
+        model->attention_kind(*layers[l].second) == model::AttentionKind::Causal)
       self_dec = l;
   }
   REQUIRE(cross < layers.size());
   REQUIRE(self_dec < layers.size());
   const interp::QueryExplanation e = interp::explain_query(*model, *task, b, cross, 1, 2);
-  CHECK(e.kind == train::AttentionKind::Cross);
+  CHECK(e.kind == model::AttentionKind::Cross);
   CHECK(e.query_tokens[0] == "<bos>");
   CHECK(e.key_tokens.size() == 5);
   for (std::size_t j = 0; j < 5; ++j) CHECK(e.key_tokens[j] == std::to_string(b.inputs(0, j)));

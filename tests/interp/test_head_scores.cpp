@@ -5,7 +5,7 @@
 
 #include "constructed.hpp"
 #include "qkv/interp/head_scores.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 namespace qkv {
 namespace {
@@ -114,14 +114,14 @@ TEST_CASE("head scores: a hand-set model's previous-token and first-token heads 
   test::Constructed m = test::constructed_decoder();
   // the model does what it was built for: it predicts the previous token everywhere
   const data::Batch b = test::previous_token_batch(32, m.T, m.V, 3);
-  CHECK(train::evaluate(*m.model, b, 32).token_accuracy == doctest::Approx(1.0));
+  CHECK(model::evaluate(*m.model, b, 32).token_accuracy == doctest::Approx(1.0));
 
   interp::HeadScoreOptions o;
   o.examples = 32;
   const auto s = interp::head_scores(*m.model, *m.task, b, o);
   REQUIRE(s.size() == 2);
   CHECK(s[0].layer == "blocks.0.attn");
-  CHECK(s[0].kind == train::AttentionKind::Causal);
+  CHECK(s[0].kind == model::AttentionKind::Causal);
   CHECK(s[0].previous_token > 0.99);
   // query 1's previous token is token 0: of the 15 queries i >= 1, one puts its weight there
   CHECK(s[0].first_token == doctest::Approx(1.0 / 15).epsilon(0.01));

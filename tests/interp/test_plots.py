@@ -219,14 +219,16 @@ def main():
 
     # qkv ablate --prune --plot (plot_prune.py)
     prune = os.path.join(work, "prune.png")
-    for f in (prune, prune + ".csv"):
+    table = os.path.join(work, "prune.csv")
+    for f in (prune, prune + ".csv", table):
         if os.path.exists(f):
             os.remove(f)
-    run([qkv, "ablate", os.path.join(snap, "best.h5"), "--prune", "--plot", prune, "--examples", "64", "--threads", "1"],
-        "qkv ablate best.h5 --prune --plot prune.png --examples 64")
+    run([qkv, "ablate", os.path.join(snap, "best.h5"), "--prune", "--plot", prune, "--csv", table, "--examples", "64",
+         "--threads", "1"], "qkv ablate best.h5 --prune --plot prune.png --csv prune.csv --examples 64")
     png_ok(prune, "plot_prune.py")
-    if check(os.path.exists(prune + ".csv"), "the curve's CSV beside the plot (prune.png.csv)"):
-        with open(prune + ".csv", newline="") as f:
+    check(not os.path.exists(prune + ".csv"), "no file written beside the plot that was not asked for (prune.png.csv)")
+    if check(os.path.exists(table), "the curve's CSV where --csv says (prune.csv)"):
+        with open(table, newline="") as f:
             rows = list(csv.DictReader(f))
         check(len(rows) == 9 and rows[0]["removed"] == "0" and rows[-1]["removed"] == "8" and float(rows[-1]["fraction"]) == 1.0
               and len(rows[-1]["heads"].split()) == 8, f"the CSV has 9 points, 0 to 8 of 8 heads removed: {len(rows)} rows")

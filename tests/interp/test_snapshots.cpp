@@ -8,7 +8,7 @@
 #include "qkv/interp/snapshots.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/io/io_error.hpp"
-#include "qkv/train/trainer.hpp"
+#include "app/run.hpp"
 #include "train/train_fixtures.hpp"
 
 namespace qkv {
@@ -17,11 +17,11 @@ namespace {
 
 void train_quiet(const config::Config& cfg, const std::string& resume = "", std::int64_t stop_after = 0) {
   train::RunOptions o;
-  o.progress = false;
   o.resume = resume;
-  o.stop_after = stop_after;
+  o.existing = train::ExistingRun::Overwrite;  // the tests reuse their directories
+  o.loop.stop_after = stop_after;
   dist::Comm single;
-  train::run_training(cfg, o, single);
+  app::run_training(cfg, o, {}, single);
 }
 
 void check_same_snapshots(const interp::Snapshots& a, const interp::Snapshots& b) {
@@ -124,7 +124,7 @@ TEST_CASE("snapshots: the recorder keeps the model's mode, wants increasing step
   const config::Config cfg = test::tiny_config(dir);
   std::shared_ptr<data::Task> task = data::make_task(cfg.task);
   Generator gen(1);
-  auto model = train::make_model(cfg, *task, gen);
+  auto model = model::make_model(cfg, *task, gen);
   data::Dataset data(task, cfg.seed, 4);
   interp::SnapshotRecorder rec(*model, *task, data.eval_set());
   model->module().train();

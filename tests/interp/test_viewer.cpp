@@ -5,7 +5,7 @@
 #include "constructed.hpp"
 #include "interp/json.hpp"
 #include "qkv/interp/viewer.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 namespace qkv {
 namespace {
@@ -94,7 +94,7 @@ TEST_CASE("viewer: snapshots join the page as base64 per step, and snapshots of 
   interp::ViewerContent c;
   c.snapshots = &rec.snapshots();
   c.snapshot_example = 1;
-  const std::string json = interp::viewer_json(*m.model, *m.task, m.cfg.model, train::rows(b, 0, 1), c);
+  const std::string json = interp::viewer_json(*m.model, *m.task, m.cfg.model, data::rows(b, 0, 1), c);
   const std::size_t at = json.find("\"snapshots\":{\"steps\":[0,7],\"example\":\"held-out example 1\"");
   REQUIRE(at != std::string::npos);
   const std::size_t w = json.find("\"weights\":[\"", at);
@@ -102,13 +102,13 @@ TEST_CASE("viewer: snapshots join the page as base64 per step, and snapshots of 
   CHECK(unbase64(json.substr(w + 12, json.find('"', w + 12) - w - 12)).size() == m.T * m.T);
 
   c.snapshot_example = 2;
-  CHECK_THROWS_WITH_AS(interp::viewer_json(*m.model, *m.task, m.cfg.model, train::rows(b, 0, 1), c),
+  CHECK_THROWS_WITH_AS(interp::viewer_json(*m.model, *m.task, m.cfg.model, data::rows(b, 0, 1), c),
                        doctest::Contains("example 2"), ValueError);
   interp::Snapshots other = rec.snapshots();
   other.layers[0].name = "blocks.9.attn";
   c.snapshots = &other;
   c.snapshot_example = 0;
-  CHECK_THROWS_WITH_AS(interp::viewer_json(*m.model, *m.task, m.cfg.model, train::rows(b, 0, 1), c),
+  CHECK_THROWS_WITH_AS(interp::viewer_json(*m.model, *m.task, m.cfg.model, data::rows(b, 0, 1), c),
                        doctest::Contains("another model"), ValueError);
 }
 

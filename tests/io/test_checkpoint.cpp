@@ -34,8 +34,8 @@ Checkpoint sample_checkpoint() {
   Array<float> w = test::random_array<float>({4, 8}, 1);
   w(0, 0) = -0.0f;
   w(0, 1) = std::numeric_limits<float>::denorm_min();
-  w(0, 2) = std::numeric_limits<float>::infinity();
-  w(0, 3) = std::numeric_limits<float>::quiet_NaN();
+  w(0, 2) = std::numeric_limits<float>::max();
+  w(0, 3) = std::numeric_limits<float>::lowest();
   ck.model = {{"embed.weight", w},
               {"blocks.0.attn.w_q.weight", test::random_array<float>({8, 8}, 2)},
               {"blocks.0.attn.w_q.bias", test::random_array<float>({8}, 3)},
@@ -107,6 +107,33 @@ std::vector<std::string> files_in(const std::string& dir) {
 }
 
 }  // namespace
+
+TEST_CASE("checkpoint: a NaN or an infinity in a weight or an optimizer buffer is refused, naming the dataset and the element") {
+  const std::string dir = test::temp_dir("ckpt_nonfinite");
+  struct Case {
+    const char* what;
+    bool optimizer;
+    float value;
+    const char* expect;
+  };
+  for (const Case& c : {Case{"nan weight", false, std::numeric_limits<float>::quiet_NaN(), "/model/blocks.0.attn.w_q.weight[1, 5] is nan"},
+                        Case{"inf weight", false, std::numeric_limits<float>::infinity(), "/model/blocks.0.attn.w_q.weight[1, 5] is inf"},
+                        Case{"-inf moment", true, -std::numeric_limits<float>::infinity(),
+                             "/optimizer/exp_avg/blocks.0.attn.w_q.weight[1, 5] is -inf"}}) {
+    CAPTURE(c.what);
+    Checkpoint ck = sample_checkpoint();
+    Array<float>& t = c.optimizer ? ck.optimizer[1].second : ck.model[1].second;
+    t(1, 5) = c.value;
+    save_checkpoint(dir + "/bad.h5", ck);  // saved as given: the reader is what guards
+    try {
+      load_checkpoint(dir + "/bad.h5");
+      FAIL("loaded a checkpoint holding ", c.what);
+    } catch (const IoError& e) {
+      CHECK(std::string(e.what()).find(c.expect) != std::string::npos);
+      CHECK(std::string(e.what()).find(dir + "/bad.h5") != std::string::npos);
+    }
+  }
+}
 
 TEST_CASE("checkpoint: every field round-trips bit for bit, in order") {
   std::string dir = test::temp_dir("ckpt_roundtrip");

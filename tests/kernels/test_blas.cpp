@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "qkv/kernels/blas.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "test_util.hpp"
 
 using namespace qkv;

@@ -9,7 +9,7 @@
 
 #include "qkv/kernels/attention.hpp"
 #include "qkv/kernels/layer_norm.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/kernels/softmax.hpp"
 #include "test_util.hpp"
 

@@ -4,7 +4,7 @@
 #include <functional>
 #include <vector>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/module.hpp"
 #include "test_util.hpp"
 

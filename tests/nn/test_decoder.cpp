@@ -5,7 +5,7 @@
 
 #include "nn/nn_test_util.hpp"
 #include "qkv/nn/transformer.hpp"
-#include "qkv/train/generate.hpp"
+#include "qkv/model/generate.hpp"
 
 namespace qkv {
 using namespace nn;
@@ -138,8 +138,8 @@ TEST_CASE("generate: cached and uncached decoding give the same next-token logit
     for (std::uint64_t seed : {9, 10}) {
       const IndexArray ids = random_ids(1, 250, 17, seed);
       const std::vector<Index> tokens(ids.begin(), ids.end());
-      const auto with = train::next_token_logits(m, tokens, seed == 9 ? 1 : 80, true);
-      const auto without = train::next_token_logits(m, tokens, seed == 9 ? 1 : 80, false);
+      const auto with = model::next_token_logits(m, tokens, seed == 9 ? 1 : 80, true);
+      const auto without = model::next_token_logits(m, tokens, seed == 9 ? 1 : 80, false);
       REQUIRE(with.size() == without.size());
       double worst = 0;
       for (std::size_t i = 0; i < with.size(); ++i)

@@ -5,7 +5,7 @@
 #include <xtensor/xbroadcast.hpp>
 
 #include "qkv/autograd/gradcheck.hpp"
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/attention.hpp"
 #include "qkv/tensor/allocator.hpp"
 #include "test_util.hpp"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <vector>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/dropout.hpp"
 #include "test_util.hpp"
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/embedding.hpp"
 #include "test_util.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/norm.hpp"
 #include "test_util.hpp"
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/reduce.hpp"
 #include "test_util.hpp"

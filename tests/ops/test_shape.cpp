@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <doctest/doctest.h>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/matmul.hpp"
 #include "qkv/ops/reduce.hpp"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <limits>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/ops/softmax.hpp"
 #include "test_util.hpp"
 

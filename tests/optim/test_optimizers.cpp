@@ -9,7 +9,7 @@
 #include <functional>
 #include <memory>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/embedding.hpp"
 #include "qkv/nn/layer_norm.hpp"
 #include "qkv/nn/linear.hpp"

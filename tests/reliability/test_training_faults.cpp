@@ -90,7 +90,10 @@ void run_trial(Trial& t, const std::string& root, int index, int steps, int ever
   }
   std::vector<std::string> args = {config};
   t.killed_before_first = !fs::exists(dir + "/last.h5");
-  if (!t.killed_before_first) args.insert(args.end(), {"--resume", dir + "/last.h5"});
+  // Killed before last.h5 existed: nothing to resume, and the directory holds a started run,
+  // which qkv replaces only when told to.
+  if (t.killed_before_first) args.push_back("--overwrite");
+  else args.insert(args.end(), {"--resume", dir + "/last.h5"});
   t.resumed = train(args);
   if (t.resumed.exit_code != 0) return;
   t.fingerprint = test::checkpoint_fingerprint(dir + "/last.h5");

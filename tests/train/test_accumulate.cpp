@@ -17,7 +17,7 @@ std::vector<Array<float>> trained(const config::Config& cfg, std::size_t accumul
   auto task = std::shared_ptr<data::Task>(data::make_task(cfg.task));
   data::Dataset data(task, cfg.seed, 8);
   Generator gen(1);
-  auto model = train::make_model(cfg, *task, gen);
+  auto model = model::make_model(cfg, *task, gen);
   auto opt = optim::make_optimizer(model->module(), cfg.optimizer);
   dist::Comm single;
   dist::DataParallel dp(single);

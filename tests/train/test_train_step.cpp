@@ -16,7 +16,7 @@ TEST_CASE("train_step: forward, backward, clip and update: the loss falls, a NaN
   auto task = data::make_task(cfg.task);
   data::Dataset data(std::shared_ptr<data::Task>(std::move(task)), 1, 16);
   Generator gen(1);
-  auto model = train::make_model(cfg, data.task(), gen);
+  auto model = model::make_model(cfg, data.task(), gen);
   auto opt = optim::make_optimizer(model->module(), cfg.optimizer);
   dist::Comm& alone = dist::world();
   dist::DataParallel dp(alone);

@@ -18,6 +18,7 @@ import argparse
 import base64
 import json
 import subprocess
+import shutil
 import sys
 from pathlib import Path
 
@@ -78,7 +79,8 @@ def main():
     ap.add_argument("--workdir", required=True, type=Path)
     a = ap.parse_args()
     qkv, work = a.qkv, a.workdir
-    work.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(work, ignore_errors=True)  # qkv refuses to train into a directory holding a run
+    work.mkdir(parents=True)
     template = (ROOT / "share" / "viewer" / "viewer.html").read_text(encoding="utf-8")
     browser = [sys.executable, str(HERE / "browser_test.py")]
 

@@ -43,7 +43,7 @@ struct TrainConfig {
 
 /// The `run` section.
 struct RunConfig {
-  std::string out = "runs/default";  ///< output directory (created by the trainer, not here)
+  std::string out = "runs/default";  ///< the run directory (train/run_directory.hpp)
 };
 
 /// A run's whole configuration. Each section *is* the options struct of the layer it configures
@@ -76,31 +76,40 @@ struct ConfigError : ValueError {
 };
 
 /// Read and validate a YAML file, then apply `--set` overrides ("section.key=value", the value
-/// parsed as a YAML scalar; "seed=7" for the top-level seed) and validate again.
-Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+/// parsed as a YAML scalar; "seed=7" for the top-level seed) and validate again. The file must be
+/// a regular file of at most 16 MiB; a checkpoint or another binary file is named as such. With
+/// `memory_budget` > 0, a config whose training step would need more memory
+/// (estimate_memory_bytes) is refused, blaming the size key set furthest above its default.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {},
+                   std::size_t memory_budget = 0);
 /// Same from text; `source_name` is the file name used in errors and stored in Config::source.
 Config parse_config(const std::string& yaml_text, const std::string& source_name,
-                    const std::vector<std::string>& overrides = {});
-/// The config a checkpoint stores (its /config text), checked as parse_config does but for the
-/// resources of a new run (the memory estimate, which would read a text corpus, and run.out):
-/// evaluating or generating with a checkpoint needs neither.
+                    const std::vector<std::string>& overrides = {}, std::size_t memory_budget = 0);
+/// The config a checkpoint stores (its /config text), checked as parse_config does (without a
+/// memory budget: check_memory is the caller's choice).
 Config parse_stored_config(const std::string& yaml_text, const std::string& source_name,
                            const std::vector<std::string>& overrides = {});
 /// Apply overrides to an existing config (e.g. the defaults) and validate.
 Config apply_overrides(Config config, const std::vector<std::string>& overrides);
 /// Throw ConfigError for impossible values (each section's own validate(), the rules across
-/// sections, memory, run.out). Locations are line 0 of config.source, since a Config does not
-/// remember its lines.
+/// sections). Locations are config.source without a line, since a Config does not remember its
+/// lines.
 void validate(const Config& config);
 /// The resolved config as YAML, every section and key; parse_config(to_yaml(c)) == c.
 std::string to_yaml(const Config& config);
 /// Rough peak bytes of one training step: the model's parameters (their shapes read from the
-/// model itself, built without memory), gradients and Adam moments, and the activations the tape
+/// model itself, built without memory), gradients and Adam moments, the activations the tape
 /// keeps for the task's own sequence layout (B x T x C per layer, B x H x T x T attention,
-/// B x T x V logits).
+/// B x T x V logits), and the held-out and fixed training sets (16 bytes a token). Builds the
+/// task (a text task reads its corpus).
 std::size_t estimate_memory_bytes(const Config& config);
-/// Physical memory of this machine in bytes (sysconf), 0 if unknown.
-std::size_t physical_memory_bytes();
+/// The part of estimate_memory_bytes known from the options alone, without building the task:
+/// held-out and fixed training sets and learned positions. What loading a checkpoint's model
+/// with its data costs at least.
+std::size_t estimate_data_bytes(const Config& config);
+/// ConfigError when estimate_memory_bytes(config) exceeds `budget` bytes (for a config that has
+/// no file lines to blame, e.g. a checkpoint's).
+void check_memory(const Config& config, std::size_t budget);
 
 /// Field-by-field equality (source excluded).
 bool operator==(const Config& a, const Config& b);

@@ -169,6 +169,8 @@ class Dataset {
   std::uint64_t position_ = 0;
 };
 
+/// Rows [lo, hi) of a batch (every field that has rows).
+Batch rows(const Batch& batch, std::size_t lo, std::size_t hi);
 /// Rows of `a` then rows of `b` (same task, same widths).
 Batch concat(const Batch& a, const Batch& b);
 

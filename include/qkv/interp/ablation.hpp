@@ -17,12 +17,12 @@
 #include "qkv/data/tasks.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "qkv/tensor/names.hpp"
-#include "qkv/train/evaluate.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/evaluate.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
 
-/// One head: attention layer `layer` (index in model order, as train::attention_layers) and head.
+/// One head: attention layer `layer` (index in model order, as model::attention_layers) and head.
 struct HeadRef {
   std::size_t layer = 0, head = 0;
   bool operator==(const HeadRef& o) const { return layer == o.layer && head == o.head; }
@@ -30,7 +30,7 @@ struct HeadRef {
 /// "L.H", as the command line writes heads.
 std::string head_name(const HeadRef& h);
 /// Heads of each attention layer of `model`, in model order.
-std::vector<std::size_t> heads_per_layer(train::TaskModel& model);
+std::vector<std::size_t> heads_per_layer(model::TaskModel& model);
 /// Parse "0.1,1.3" (layer.head, comma-separated; "1.*" = every head of layer 1) against the
 /// model's layers: ValueError naming the item and the valid range for an unknown layer or head,
 /// a malformed item, a repeated head or an empty list.
@@ -42,36 +42,36 @@ const NameTable<AblationMode>& ablation_mode_names();
 
 /// Per attention layer: (H, D), the mean of each head's output hook_z over every example and query
 /// position of `batch` (eval mode, no recording). What mean ablation puts in place of a head.
-std::vector<Array<float>> head_means(train::TaskModel& model, const data::Batch& batch, std::size_t batch_size = 64);
+std::vector<Array<float>> head_means(model::TaskModel& model, const data::Batch& batch, std::size_t batch_size = 64);
 
 /// While alive, hook_z of the affected layers replaces `heads` by zero or (Mean) by `means`
 /// (head_means of a reference batch; required for Mean). The model is unchanged when it ends.
 class HeadAblation {
  public:
-  HeadAblation(train::TaskModel& model, const std::vector<HeadRef>& heads, AblationMode mode,
+  HeadAblation(model::TaskModel& model, const std::vector<HeadRef>& heads, AblationMode mode,
                const std::vector<Array<float>>* means = nullptr);
 
  private:
   nn::HookScope<float> scope_;
 };
 
-/// Held-out metrics of `batch` (train::evaluate) with `heads` ablated (none: the intact model).
-train::EvalMetrics ablated_metrics(train::TaskModel& model, const data::Batch& batch, const std::vector<HeadRef>& heads,
+/// Held-out metrics of `batch` (model::evaluate) with `heads` ablated (none: the intact model).
+model::EvalMetrics ablated_metrics(model::TaskModel& model, const data::Batch& batch, const std::vector<HeadRef>& heads,
                                    AblationMode mode, const std::vector<Array<float>>* means = nullptr);
 
 struct AblationRow {
   std::vector<HeadRef> heads;  ///< what was removed (empty: the intact model)
-  train::EvalMetrics metrics;
+  model::EvalMetrics metrics;
 };
 /// Every head removed alone, in model order.
-std::vector<AblationRow> ablate_each(train::TaskModel& model, const data::Batch& batch, AblationMode mode,
+std::vector<AblationRow> ablate_each(model::TaskModel& model, const data::Batch& batch, AblationMode mode,
                                      const std::vector<Array<float>>* means = nullptr);
 
 /// Head importance (Michel et al. 2019): per layer and head, sum over mini-batches of
 /// `batch_size` examples of |d loss / d xi_h| at xi = 1 for kept heads and 0 for `removed`, then
 /// divided by the layer's L2 norm (their per-layer normalisation). Removed heads get +inf.
 /// Parameter gradients are computed on the way and cleared.
-std::vector<std::vector<double>> head_importance(train::TaskModel& model, const data::Batch& batch,
+std::vector<std::vector<double>> head_importance(model::TaskModel& model, const data::Batch& batch,
                                                  const std::vector<HeadRef>& removed, AblationMode mode,
                                                  const std::vector<Array<float>>* means = nullptr,
                                                  std::size_t batch_size = 32);
@@ -79,13 +79,13 @@ std::vector<std::vector<double>> head_importance(train::TaskModel& model, const 
 struct PrunePoint {
   std::vector<HeadRef> removed;  ///< every head removed so far, in removal order
   double fraction = 0;           ///< removed.size() / number of heads
-  train::EvalMetrics metrics;    ///< on the evaluation batch
+  model::EvalMetrics metrics;    ///< on the evaluation batch
 };
 /// The pruning curve: from the intact model, repeatedly remove the `step` kept heads of least
 /// importance (head_importance on `importance_batch`, recomputed after each removal, as Michel et
 /// al.'s iterative pruning) and evaluate `eval_batch`, until every head is removed. Points:
 /// 0, step, 2 step, ... heads removed, the last one all of them.
-std::vector<PrunePoint> prune_curve(train::TaskModel& model, const data::Batch& importance_batch,
+std::vector<PrunePoint> prune_curve(model::TaskModel& model, const data::Batch& importance_batch,
                                     const data::Batch& eval_batch, AblationMode mode,
                                     const std::vector<Array<float>>* means = nullptr, std::size_t step = 1);
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "qkv/data/tasks.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
 
@@ -37,7 +37,7 @@ struct KeyTerm {
 struct QueryExplanation {
   std::string layer;  ///< dotted name
   std::size_t layer_index = 0, head = 0, query = 0;
-  train::AttentionKind kind = train::AttentionKind::Self;
+  model::AttentionKind kind = model::AttentionKind::Self;
   std::vector<std::string> query_tokens, key_tokens;
   std::vector<double> q;               ///< q_i (D)
   std::vector<std::vector<double>> v;  ///< v_j (Tk x Dv)
@@ -51,12 +51,18 @@ struct QueryExplanation {
 /// Explain query `query` of head `head` of attention layer `layer` (index in model order) on
 /// `example` (one row; seq2seq: source and target), in eval mode without recording. ValueError
 /// naming the valid range for a layer, head or query out of range.
-QueryExplanation explain_query(train::TaskModel& model, const data::Task& task, const data::Batch& example,
+QueryExplanation explain_query(model::TaskModel& model, const data::Task& task, const data::Batch& example,
                                std::size_t layer, std::size_t head, std::size_t query);
 
 /// The walk-through as plain text: `dims` leading dimensions of the vectors are printed.
 std::string format_explanation(const QueryExplanation& e, std::size_t dims = 8);
 /// The same as one JSON object (every number, every dimension), for tools.
 std::string explanation_json(const QueryExplanation& e);
+
+/// Many heads explaining the same query (every head of every layer, say): one line per head,
+/// "layer.head", then its `top` heaviest keys (position, token, weight).
+std::string format_query_survey(const std::vector<QueryExplanation>& heads, std::size_t top = 3);
+/// A JSON array of explanation_json objects.
+std::string explanations_json(const std::vector<QueryExplanation>& heads);
 
 }  // namespace qkv::interp

@@ -29,7 +29,7 @@
 
 #include "qkv/data/tasks.hpp"
 #include "qkv/tensor/tensor.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
 
@@ -56,7 +56,7 @@ struct HeadScores {
   std::string layer;            ///< the attention layer's dotted name ("blocks.0.attn")
   std::size_t layer_index = 0;  ///< its index among the model's attention layers (model order)
   std::size_t head = 0;
-  train::AttentionKind kind = train::AttentionKind::Self;
+  model::AttentionKind kind = model::AttentionKind::Self;
   double entropy = NAN, max_weight = NAN, previous_token = NAN, first_token = NAN, self = NAN, induction = NAN,
          retrieval = NAN;
   std::string label;  ///< head_label(): "" when no score passes its threshold
@@ -90,7 +90,7 @@ IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t 
 /// Per attention layer (model order), per head: the induction score on `count` rows of
 /// repeated_random_tokens(count, task.input_length(), task.input_vocab(), seed), run in eval mode
 /// without recording; NaN for cross-attention layers. Empty for encoder-decoder tasks and T < 4.
-std::vector<std::vector<double>> induction_scores(train::TaskModel& model, const data::Task& task, std::size_t count,
+std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const data::Task& task, std::size_t count,
                                                   std::uint64_t seed, std::size_t batch_size = 64);
 
 /// Scores of every head of every attention layer (model order, heads in order) on the first
@@ -98,7 +98,7 @@ std::vector<std::vector<double>> induction_scores(train::TaskModel& model, const
 /// restored). The induction score runs `model` on repeated_random_tokens of the task's input
 /// length (encoder and decoder models; NaN for encoder-decoder models and for T < 4); retrieval
 /// applies when task.name() is "recall" or "mqar".
-std::vector<HeadScores> head_scores(train::TaskModel& model, const data::Task& task, const data::Batch& heldout,
+std::vector<HeadScores> head_scores(model::TaskModel& model, const data::Task& task, const data::Batch& heldout,
                                     const HeadScoreOptions& options = {});
 
 /// Scores of the heads of the attention weights of one forward pass (layers x (B, H, Tq, Tk),
@@ -106,7 +106,7 @@ std::vector<HeadScores> head_scores(train::TaskModel& model, const data::Task& t
 /// already hold the weights (snapshots, the viewer).
 struct LayerPattern {
   std::string name;
-  train::AttentionKind kind = train::AttentionKind::Self;
+  model::AttentionKind kind = model::AttentionKind::Self;
   const Array<float>* weights = nullptr;
 };
 std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,

@@ -16,14 +16,14 @@
 #include "qkv/data/tasks.hpp"
 #include "qkv/interp/head_scores.hpp"
 #include "qkv/tensor/tensor.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
 
 /// One attention layer of the snapshots (-> /layers/<i> of the file).
 struct SnapshotLayer {
   std::string name;  ///< dotted name ("blocks.0.attn")
-  train::AttentionKind kind = train::AttentionKind::Self;
+  model::AttentionKind kind = model::AttentionKind::Self;
   /// (S, N, H, Tq, Tk): the weights of the N examples at each of the S steps; each row over Tk
   /// sums to 1 (causal rows put 0 on the future keys).
   Array<float> weights;
@@ -41,7 +41,7 @@ struct Snapshots {
   std::vector<std::string> input_labels;    ///< N*T token labels, row-major (interp::token_labels)
   std::vector<std::string> decoder_labels;  ///< N*Tt (seq2seq), else empty
   std::vector<std::string> score_names;     ///< K names: score_names()
-  std::vector<SnapshotLayer> layers;        ///< model order (train::attention_layers)
+  std::vector<SnapshotLayer> layers;        ///< model order (model::attention_layers)
   std::size_t size() const { return steps.size(); }
 };
 
@@ -51,7 +51,7 @@ class SnapshotRecorder {
  public:
   /// Sets up the layers with S = 0 (weights (0, N, H, Tq, Tk), scores (0, H, K)) without running
   /// the model. ValueError when `examples` is empty.
-  SnapshotRecorder(train::TaskModel& model, const data::Task& task, const data::Batch& examples);
+  SnapshotRecorder(model::TaskModel& model, const data::Task& task, const data::Batch& examples);
   /// Append the weights and scores at `step` (eval mode, no tape, no random numbers; the model's
   /// mode is restored, also when an exception passes). Steps must increase (ValueError otherwise).
   void record(std::int64_t step);
@@ -73,7 +73,7 @@ class SnapshotRecorder {
   const Snapshots& snapshots() const { return snapshots_; }
 
  private:
-  train::TaskModel& model_;
+  model::TaskModel& model_;
   const data::Task& task_;
   data::Batch examples_;
   Snapshots snapshots_;

@@ -16,7 +16,7 @@
 #include <cstddef>
 
 #include "qkv/data/tasks.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
 
@@ -30,7 +30,7 @@ struct ValueSwapResult {
 
 /// The swap probe over the rows of `batch` (a recall or seq2seq_recall task's examples).
 /// ValueError for any other task.
-ValueSwapResult value_swap(train::TaskModel& model, const data::Task& task, const data::Batch& batch,
+ValueSwapResult value_swap(model::TaskModel& model, const data::Task& task, const data::Batch& batch,
                            std::uint64_t seed = 0, std::size_t batch_size = 256);
 
 }  // namespace qkv::interp

@@ -10,7 +10,7 @@
 #include "qkv/data/tasks.hpp"
 #include "qkv/interp/snapshots.hpp"
 #include "qkv/nn/transformer.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
 
@@ -29,7 +29,7 @@ struct ViewerContent {
 /// `options` gives the model summary (arch, d_model, layers, heads, head_dim). Snapshots must
 /// come from the same model (the layer names, kinds and head counts are checked: ValueError
 /// naming the layer otherwise). ShapeError when `row` is not one example.
-std::string viewer_json(train::TaskModel& model, const data::Task& task, const nn::TransformerOptions& options,
+std::string viewer_json(model::TaskModel& model, const data::Task& task, const nn::TransformerOptions& options,
                         const data::Batch& row, const ViewerContent& content = {});
 
 /// share/viewer/viewer.html as it was when qkv was built (compiled in: the page needs no file

@@ -1,18 +1,14 @@
 #pragma once
 /// @file
-/// GEMM through OpenBLAS, loaded at first use.
+/// GEMM through OpenBLAS, opened (dlopen) at the first product.
 ///
-/// qkv opens OpenBLAS with dlopen after putting two settings in the environment:
-///  - OPENBLAS_CORETYPE, the core type whose kernels fit this CPU, chosen from its features:
-///    SkylakeX with AVX-512 (f, bw, vl, dq, cd), Haswell with AVX2 + FMA, else OpenBLAS's own
-///    detection. Debian's OpenBLAS 0.3.21 goes by the CPU's model number and runs SSE3 or AVX2
-///    kernels on recent AVX-512 CPUs, 2-5x slower. An OPENBLAS_CORETYPE inherited from the
-///    environment is kept only if it is of the same level (Cooperlake on an AVX-512 CPU, Zen on an
-///    AVX2 one); one that is slower (Haswell on AVX-512), unknown or not runnable here is replaced,
-///    and blas_info() says so. QKV_BLAS_CORETYPE=NAME forces a core type; one this CPU cannot run
-///    or OpenBLAS does not know is reported (blas_environment_error(), and once on stderr) and
-///    not used.
-///  - OPENBLAS_NUM_THREADS=1 unless set (qkv threads GEMMs itself with OpenMP; see parallel.hpp).
+/// qkv threads GEMMs itself with OpenMP (see gemm), so it sets OpenBLAS to one thread per call
+/// when it opens it (openblas_set_num_threads(1): in a process that also uses OpenBLAS elsewhere,
+/// numpy for one, that setting is shared). Which kernels OpenBLAS runs it decides when it loads,
+/// from OPENBLAS_CORETYPE or its own detection; the library never changes the environment. The
+/// qkv command chooses the core type from the CPU's features before the first product (Debian's
+/// OpenBLAS 0.3.21 goes by the CPU's model number and runs 2-5x slower kernels on recent CPUs):
+/// blas_core_type_for_cpu() is that choice, for any program to make the same one.
 
 #include <cstddef>
 #include <string>
@@ -41,13 +37,18 @@ void gemm_serial(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::
                  const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
                  std::size_t ldc);
 
-/// Which BLAS runs: library, kernel (core type) and how the core type was chosen (loads OpenBLAS
-/// if no GEMM has yet).
+/// Which BLAS runs: library, configuration, kernel (core type); opens OpenBLAS if no product has.
 std::string blas_info();
 
-/// What is wrong with QKV_BLAS_CORETYPE: "" if it is unset or names a core type this CPU runs,
-/// else a message naming the variable, the value and what was expected. The qkv command refuses
-/// to start (status 2) with it.
-std::string blas_environment_error();
+/// The OpenBLAS core type whose kernels fit this CPU, from its features: "SkylakeX" with
+/// AVX-512 (f, bw, vl, dq, cd), "Haswell" with AVX2 and FMA, "" otherwise (OpenBLAS's own
+/// detection is right for older CPUs).
+std::string blas_core_type_for_cpu();
+/// The instruction-set level of an OpenBLAS x86-64 core type (3 AVX-512, 2 AVX2 + FMA, 1 older),
+/// -1 for a name OpenBLAS does not know (case-insensitive).
+int blas_core_type_level(const std::string& name);
+/// "" when `name` is a core type this CPU runs, else why not (unknown name, with the list;
+/// instructions this CPU lacks).
+std::string blas_core_type_problem(const std::string& name);
 
 }  // namespace qkv::kernels

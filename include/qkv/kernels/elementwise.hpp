@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 #include "qkv/tensor/tensor.hpp"
 
 namespace qkv::kernels {

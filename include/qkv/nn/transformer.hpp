@@ -25,7 +25,7 @@ enum class Positional { Sinusoidal, Learned, Rope };
 /// The names configs use: "sinusoidal", "learned", "rope".
 const NameTable<Positional>& positional_names();
 
-/// Which model a TransformerOptions describes (what train::make_model builds).
+/// Which model a TransformerOptions describes (what model::make_model builds).
 enum class Arch { Encoder, EncoderDecoder, Decoder };
 /// The names configs use: "encoder", "encoder_decoder", "decoder".
 const NameTable<Arch>& arch_names();

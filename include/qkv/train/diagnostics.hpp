@@ -33,7 +33,11 @@ double score_variance(const Array<float>& q, const Array<float>& k);
 /// L2 norm of one parameter's gradient (0 when it has none), summed in order in double.
 double gradient_norm(const Variable<float>& parameter);
 
+}  // namespace qkv::train
+namespace qkv::model {
 class TaskModel;
+}
+namespace qkv::train {
 /// What one attention layer does on held-out data, and the gradients reaching its W_q and W_k.
 struct LayerDiagnostics {
   std::string name;            ///< the layer's dotted name ("blocks.0.attn")
@@ -50,7 +54,7 @@ struct LayerDiagnostics {
 /// training micro-batch), whose forward pass reuses the training step's memory.
 /// Metric column suffixes: ".entropy", ".max_weight", ".grad_q", ".grad_k", ".redundancy",
 /// ".qk_var".
-std::vector<LayerDiagnostics> attention_diagnostics(TaskModel& model, const data::Batch& eval, std::size_t n,
+std::vector<LayerDiagnostics> attention_diagnostics(model::TaskModel& model, const data::Batch& eval, std::size_t n,
                                                     std::size_t batch_size);
 
 }  // namespace qkv::train

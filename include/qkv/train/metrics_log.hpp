@@ -1,9 +1,9 @@
 #pragma once
 /// @file
 /// The metric history of a run: named columns, one row per evaluation, mirrored to metrics.csv
-/// (rewritten whole at start and on resume, appended to after each evaluation) and stored in
-/// checkpoints under /metrics.
+/// and stored in checkpoints under /metrics.
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,13 +21,13 @@ class MetricsLog {
   double last(const std::string& column) const;
   /// Columns with their values, for a checkpoint.
   std::vector<std::pair<std::string, std::vector<double>>> history() const;
-  /// Replace the rows by a checkpoint's history; throws ValueError naming `path` for a column
-  /// that is not one of this log's.
-  void restore(const std::vector<std::pair<std::string, std::vector<double>>>& history, const std::string& path);
-  /// Rewrite the whole CSV (at start and on resume, so rows past a checkpoint disappear).
-  void write_csv(const std::string& path) const;
-  /// Append the last row.
-  void append_csv(const std::string& path) const;
+  /// Replace the rows by the history of a checkpoint of step `step`; throws ValueError naming
+  /// `path` (and leaves the log as it was) for a column that is not one of this log's, columns of
+  /// different lengths, or a step column that is not whole, increasing and at most `step`.
+  void restore(const std::vector<std::pair<std::string, std::vector<double>>>& history, std::int64_t step,
+               const std::string& path);
+  /// The whole log as CSV: a header of the column names, then one line per row ("%.9g").
+  std::string csv() const;
 
  private:
   std::vector<std::string> columns_;

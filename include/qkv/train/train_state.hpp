@@ -5,11 +5,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "qkv/io/checkpoint.hpp"
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 namespace qkv::train {
 
@@ -17,8 +16,8 @@ struct TrainState {
   std::int64_t step = 0;                         ///< optimizer steps done
   std::uint64_t data_position = 0;               ///< next training example (data::Dataset)
   std::array<std::uint64_t, 2> dropout_rng{};    ///< (seed, offset) of the dropout generator
-  EvalMetrics best{NAN, -1, -1};                 ///< best held-out metrics so far (by token accuracy)
-  EvalMetrics last_eval{NAN, -1, -1};            ///< the last evaluation
+  model::EvalMetrics best{NAN, -1, -1};                 ///< best held-out metrics so far (by token accuracy)
+  model::EvalMetrics last_eval{NAN, -1, -1};            ///< the last evaluation
   std::int64_t steps_to_target = -1;             ///< first evaluated step reaching the target, -1 never
   double train_loss_sum = 0;                     ///< training loss summed since the last evaluation ...
   std::int64_t train_loss_steps = 0;             ///< ... over this many steps
@@ -30,13 +29,5 @@ struct TrainState {
   /// Back from a checkpoint; throws IoError naming `path` and the missing attribute.
   static TrainState load(const io::Checkpoint& checkpoint, const std::string& path);
 };
-
-/// A text task's tokenizer and vocabulary into the checkpoint (nothing for other tasks).
-void save_vocabulary(const data::Task& task, io::Checkpoint& checkpoint);
-/// The tokenizer a checkpoint stores (nullopt when it is not a text model's); throws IoError
-/// naming `path` for a malformed vocabulary.
-std::optional<data::Tokenizer> stored_tokenizer(const io::Checkpoint& checkpoint, const std::string& path);
-/// Resuming a text model: the corpus must give the checkpoint's vocabulary (ValueError otherwise).
-void check_vocabulary(const data::Task& task, const io::Checkpoint& checkpoint, const std::string& path);
 
 }  // namespace qkv::train

@@ -9,7 +9,7 @@
 #include "qkv/data/tasks.hpp"
 #include "qkv/dist/data_parallel.hpp"
 #include "qkv/optim/optimizer.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 namespace qkv::train {
 
@@ -36,7 +36,7 @@ struct StepResult {
 /// forward -> loss -> backward (per micro-batch) -> average over ranks -> clip -> update -> zero_grad.
 /// Every rank scores the same number of tokens per example, so the mean of the ranks' mean
 /// losses is the global mean.
-StepResult train_step(TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
+StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
                       const StepOptions& options, dist::DataParallel& dp);
 
 /// argmax hits and scored positions (targets != kIgnore) of (B, T, V) logits.

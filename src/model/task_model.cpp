@@ -1,9 +1,9 @@
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/ops/attention.hpp"
 
-namespace qkv::train {
+namespace qkv::model {
 
 IndexArray argmax_last(const Array<float>& logits) {
   const std::size_t V = logits.shape().back(), rows = logits.size() / V;
@@ -126,4 +126,4 @@ std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Tas
   return std::make_unique<EncoderTaskModel>(cfg, task, gen);
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::model

@@ -18,7 +18,7 @@
 #include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
 
-namespace qkv::train {
+namespace qkv::model {
 
 struct SamplingOptions {
   double temperature = 1.0;  ///< 0: greedy (the argmax); else softmax(logits / temperature)
@@ -52,4 +52,4 @@ std::vector<Index> generate(const nn::DecoderModel<float>& model, const std::vec
 std::vector<std::vector<float>> next_token_logits(const nn::DecoderModel<float>& model, const std::vector<Index>& tokens,
                                                   std::size_t from, bool cache);
 
-}  // namespace qkv::train
+}  // namespace qkv::model

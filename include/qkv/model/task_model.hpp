@@ -12,7 +12,7 @@
 #include "qkv/nn/multi_head_attention.hpp"
 #include "qkv/nn/transformer.hpp"
 
-namespace qkv::train {
+namespace qkv::model {
 
 /// What an attention layer attends over: one sequence both ways (self), one sequence with query i
 /// reading keys j <= i only (causal), or a target's queries reading a source's keys (cross).
@@ -64,4 +64,4 @@ std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Tas
 /// Row-wise argmax over the last axis: (B, T, V) -> (B, T).
 IndexArray argmax_last(const Array<float>& logits);
 
-}  // namespace qkv::train
+}  // namespace qkv::model

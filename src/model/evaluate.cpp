@@ -1,22 +1,11 @@
-#include "qkv/train/evaluate.hpp"
+#include "qkv/model/evaluate.hpp"
 
 #include <algorithm>
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/ops/loss.hpp"
 
-namespace qkv::train {
-
-data::Batch rows(const data::Batch& b, std::size_t lo, std::size_t hi) {
-  auto take = [&](const IndexArray& a) {
-    if (a.dimension() != 2) return a;  // no decoder inputs
-    const std::size_t T = a.shape()[1];
-    IndexArray out = IndexArray::from_shape({hi - lo, T});
-    std::copy(a.data() + lo * T, a.data() + hi * T, out.data());
-    return out;
-  };
-  return {take(b.inputs), take(b.targets), take(b.decoder_inputs)};
-}
+namespace qkv::model {
 
 std::size_t eval_batch_size(const config::Config& cfg) {
   return std::max<std::size_t>(cfg.train.batch_size / std::max<std::size_t>(cfg.train.accumulate, 1), 1);
@@ -30,7 +19,7 @@ EvalMetrics evaluate(TaskModel& model, const data::Batch& eval, std::size_t batc
   double loss_sum = 0;
   std::size_t counted = 0, correct = 0, seq_correct = 0;
   for (std::size_t lo = 0; lo < N; lo += batch_size) {
-    data::Batch b = rows(eval, lo, std::min(N, lo + batch_size));
+    data::Batch b = data::rows(eval, lo, std::min(N, lo + batch_size));
     Variable<float> logits = model.logits(b);
     std::size_t n_scored = 0;
     for (std::size_t i = 0; i < b.targets.size(); ++i) n_scored += b.targets.data()[i] != data::kIgnore;
@@ -55,4 +44,4 @@ EvalMetrics evaluate(TaskModel& model, const data::Batch& eval, std::size_t batc
           N ? double(seq_correct) / double(N) : 0.0};
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::model

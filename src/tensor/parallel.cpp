@@ -1,8 +1,5 @@
-#include "qkv/kernels/parallel.hpp"
+#include "qkv/tensor/parallel.hpp"
 
-#include <unistd.h>
-
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -32,17 +29,6 @@ bool in_parallel() {
   return omp_in_parallel();
 #else
   return false;
-#endif
-}
-
-void prefer_passive_omp_wait(char** argv) {
-#ifdef _OPENMP
-  if (std::getenv("OMP_WAIT_POLICY") || !argv) return;
-  setenv("OMP_WAIT_POLICY", "passive", 1);
-  execv("/proc/self/exe", argv);
-  unsetenv("OMP_WAIT_POLICY");  // exec failed: carry on as started
-#else
-  (void)argv;
 #endif
 }
 

@@ -1,4 +1,4 @@
-#include "qkv/train/generate.hpp"
+#include "qkv/model/generate.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "qkv/autograd/tape.hpp"
 
-namespace qkv::train {
+namespace qkv::model {
 
 void SamplingOptions::validate() const {
   OptionChecker c("SamplingOptions");
@@ -106,4 +106,4 @@ std::vector<std::vector<float>> next_token_logits(const nn::DecoderModel<float>&
   return rows;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::model

@@ -1,11 +1,11 @@
-#include "qkv/train/progress.hpp"
+#include "progress.hpp"
 
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 
-namespace qkv::train {
+namespace qkv::app {
 
 std::string format_duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
@@ -62,4 +62,4 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-}  // namespace qkv::train
+}  // namespace qkv::app

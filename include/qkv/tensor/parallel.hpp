@@ -38,12 +38,4 @@ int num_threads();
 /// Set the number of threads kernels use (n >= 1).
 void set_num_threads(int n);
 
-/// Call first thing in main(argv). When OMP_WAIT_POLICY is unset, sets it to "passive" and
-/// re-executes the program (libgomp reads it only at start-up); otherwise, or when the exec fails,
-/// returns. Passive waiting puts idle OpenMP threads to sleep at the end of a parallel region
-/// instead of spinning: on a machine shared with other jobs, a spinning thread holds a core while
-/// the thread it waits for is descheduled, and a 2-thread training step ran 10x slower than with 1
-/// thread (docs/performance.md). Set OMP_WAIT_POLICY=active to keep spinning.
-void prefer_passive_omp_wait(char** argv);
-
 }  // namespace qkv

@@ -6,9 +6,9 @@
 
 #include "qkv/config/config.hpp"
 #include "qkv/data/tasks.hpp"
-#include "qkv/train/model.hpp"
+#include "qkv/model/task_model.hpp"
 
-namespace qkv::train {
+namespace qkv::model {
 
 /// Held-out metrics: mean cross-entropy over scored positions, token accuracy, and the fraction
 /// of examples whose scored positions are all right.
@@ -27,7 +27,5 @@ EvalMetrics evaluate(TaskModel& model, const data::Batch& eval_set, std::size_t 
 /// eval` uses the same, so that it scores a checkpoint as the run's metrics.csv did.
 std::size_t eval_batch_size(const config::Config& cfg);
 
-/// Rows [lo, hi) of a batch.
-data::Batch rows(const data::Batch& batch, std::size_t lo, std::size_t hi);
 
-}  // namespace qkv::train
+}  // namespace qkv::model

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace qkv::train {
+namespace qkv::app {
 
 class Progress {
  public:
@@ -28,4 +28,4 @@ class Progress {
 /// "1h02m", "3m05s", "12s".
 std::string format_duration(double seconds);
 
-}  // namespace qkv::train
+}  // namespace qkv::app

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <map>
 
-#include "qkv/train/generate.hpp"
+#include "qkv/model/generate.hpp"
 #include "test_util.hpp"
 
 namespace qkv {
@@ -13,13 +13,13 @@ namespace qkv {
 TEST_CASE("sample_token: greedy, and frequencies that follow softmax(logits / T) restricted by top-k and top-p") {
   const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f};
   Generator g(1);
-  train::SamplingOptions greedy{0.0, 0, 1.0};
-  CHECK(train::sample_token(logits.data(), 5, greedy, g) == 1);  // the first maximum
-  auto frequencies = [&](const train::SamplingOptions& o) {
+  model::SamplingOptions greedy{0.0, 0, 1.0};
+  CHECK(model::sample_token(logits.data(), 5, greedy, g) == 1);  // the first maximum
+  auto frequencies = [&](const model::SamplingOptions& o) {
     Generator gen(2);
     std::vector<double> f(5, 0);
     const int n = 40000;
-    for (int i = 0; i < n; ++i) f[std::size_t(train::sample_token(logits.data(), 5, o, gen))] += 1.0 / n;
+    for (int i = 0; i < n; ++i) f[std::size_t(model::sample_token(logits.data(), 5, o, gen))] += 1.0 / n;
     return f;
   };
   // Temperature 2: p proportional to exp(l / 2).
@@ -39,7 +39,7 @@ TEST_CASE("sample_token: greedy, and frequencies that follow softmax(logits / T)
   // A tiny top-p keeps the single most likely token (ties by id).
   f = frequencies({1.0, 0, 1e-9});
   CHECK(f[1] == doctest::Approx(1.0));
-  train::SamplingOptions bad{-1.0, 0, 1.0};
+  model::SamplingOptions bad{-1.0, 0, 1.0};
   CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("temperature"), OptionError);
   bad = {1.0, 0, 0.0};
   CHECK_THROWS_WITH_AS(bad.validate(), doctest::Contains("top_p: expected a number in (0, 1]"), OptionError);
@@ -55,20 +55,20 @@ TEST_CASE("generate: the same seed gives the same tokens, with or without the ca
   o.max_len = 40;
   Generator init(3);
   nn::DecoderModel<float> m(23, o, init);
-  train::GenerateOptions g;
+  model::GenerateOptions g;
   g.max_tokens = 100;  // past the 40-token context: the window jumps twice
   g.seed = 5;
   std::vector<Index> streamed;
-  const auto a = train::generate(m, {1, 2, 3}, g, [&](Index t) { streamed.push_back(t); });
+  const auto a = model::generate(m, {1, 2, 3}, g, [&](Index t) { streamed.push_back(t); });
   CHECK(a.size() == 100);
   CHECK(a == streamed);
   g.cache = false;
-  CHECK(train::generate(m, {1, 2, 3}, g) == a);
+  CHECK(model::generate(m, {1, 2, 3}, g) == a);
   g.seed = 6;
-  CHECK(train::generate(m, {1, 2, 3}, g) != a);
+  CHECK(model::generate(m, {1, 2, 3}, g) != a);
   g.sampling.temperature = 0;
-  CHECK(train::generate(m, {1, 2, 3}, g) == train::generate(m, {1, 2, 3}, [&] { auto h = g; h.seed = 99; return h; }()));
-  CHECK_THROWS_WITH_AS(train::generate(m, {}, g), doctest::Contains("prompt is empty"), ValueError);
+  CHECK(model::generate(m, {1, 2, 3}, g) == model::generate(m, {1, 2, 3}, [&] { auto h = g; h.seed = 99; return h; }()));
+  CHECK_THROWS_WITH_AS(model::generate(m, {}, g), doctest::Contains("prompt is empty"), ValueError);
 }
 
 }  // namespace qkv

@@ -1,0 +1,34 @@
+#pragma once
+// A training run as the qkv command makes it, for every program of the application (the command,
+// the Python module, tests): train::run_training plus training snapshots (interp/snapshots.hpp)
+// when train.snapshot_every > 0. Training and the instruments meet here, above both.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "qkv/interp/snapshots.hpp"
+#include "qkv/train/run_directory.hpp"
+
+namespace qkv::app {
+
+/// The callbacks that record snapshots into <dir>/snapshots.h5: at step 0 (or continuing the
+/// file of a resumed run), every train.snapshot_every steps, at the final step, and the file
+/// written beside every last.h5 checkpoint. `note` receives messages for the user (a snapshots
+/// file that could not be continued).
+class SnapshotsDuringTraining {
+ public:
+  SnapshotsDuringTraining(std::string dir, std::function<void(const std::string&)> note);
+  train::Callbacks callbacks();
+
+ private:
+  std::string file_;
+  std::function<void(const std::string&)> note_;
+  std::unique_ptr<interp::SnapshotRecorder> recorder_;
+};
+
+/// train::run_training, with snapshots on the root rank when the config asks for them.
+train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
+                              dist::Comm& comm, const std::function<void(const std::string&)>& note = {});
+
+}  // namespace qkv::app
