@@ -51,9 +51,9 @@ bench: deps
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_BENCH=ON -DQKV_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS)
 
-# The experiments of experiments/README.md: the first report (scripts/run_experiments.sh, about 40
-# minutes on 2 cores) and the second (scripts/experiments/run.sh, about 10 hours, an estimate); --quick: a few
-# minutes for the first, about 6 for the second, into runs/ only.
+# The experiments: the first report (experiments/first-report/, scripts/run_experiments.sh, about 40
+# minutes on 2 cores) and the current one (experiments/README.md, scripts/experiments/run.sh, about
+# 10 hours, an estimate); --quick: a few minutes for the first, about 6 for the second, into runs/ only.
 experiments: build
 	scripts/run_experiments.sh --qkv $(BUILD)/qkv
 	scripts/experiments/run.sh --qkv $(BUILD)/qkv

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """qkv against a PyTorch twin of the same decoder-only language model, on the same data and machine
-(docs/performance.md, "Language models: qkv against a PyTorch twin").
+(docs/performance.md, "What is compared" and "How to measure").
 
     scripts/bench_lm.py speed CONFIG [--threads 1,2] [--steps 20] [--rounds 3] [--set KEY=VALUE ...]
         training tokens/s of `qkv train CONFIG` and of the twin, same model, batch, context and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerate the experiments of experiments/README.md: sweeps, tables, plots, README blocks.
+# Regenerate the first report (experiments/first-report/README.md): sweeps, tables, plots, README blocks.
 #
 #   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim head_dim_h4 scaling dropout"]
 #                              [--report-only] [--qkv PATH]
@@ -8,8 +8,8 @@
 # --jobs N       runs at once (each on one thread; default 2)
 # --report-only  no training: tables and plots from what the sweep directories hold
 # Sweeps go to runs/experiments[-quick]/<name> (finished runs are skipped, interrupted ones
-# resume), tables and PNGs to experiments/<full|quick>/. Each README block is filled from the
-# full variant when its table exists, else from the quick one. Training runs under nice -n 19.
+# resume), tables and PNGs to experiments/first-report/<full|quick>/. Each README block is filled
+# from the full variant when its table exists, else from the quick one. Training runs under nice -n 19.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,7 +34,7 @@ done
 cfg=configs/experiments
 runs=runs/experiments
 if [ "$variant" = quick ]; then cfg=configs/experiments/quick; runs=runs/experiments-quick; fi
-out=experiments/$variant
+out=experiments/first-report/$variant
 report="/usr/bin/python3 scripts/sweep_report.py"
 mkdir -p "$out"
 [ -x "$qkv" ] || { echo "run_experiments.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
@@ -165,8 +165,8 @@ done
 # README blocks: full variant when present, else quick.
 blocks=()
 for b in heads redundancy head_dim head_dim_h4 scaling dropout; do
-  if [ -f experiments/full/$b.md ]; then blocks+=("$b=experiments/full/$b.md")
-  elif [ -f experiments/quick/$b.md ]; then blocks+=("$b=experiments/quick/$b.md"); fi
+  if [ -f experiments/first-report/full/$b.md ]; then blocks+=("$b=experiments/first-report/full/$b.md")
+  elif [ -f experiments/first-report/quick/$b.md ]; then blocks+=("$b=experiments/first-report/quick/$b.md"); fi
 done
-[ ${#blocks[@]} -gt 0 ] && $report fill experiments/README.md "${blocks[@]}"
+[ ${#blocks[@]} -gt 0 ] && $report fill experiments/first-report/README.md "${blocks[@]}"
 exit $status

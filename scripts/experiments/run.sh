@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The experiments of the second report (experiments/README.md, "Experiments v2"): sweeps, test-split
+# The experiments of the current report (experiments/README.md and its folders): sweeps, test-split
 # scoring, tables and figures, each experiment alone or all of them.
 #
 #   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
