@@ -365,7 +365,8 @@ std::string violation(const Frame& f) {
     const Time& t = times()[std::size_t(f.time)];
     const std::string time = std::string(t.zh) + " (" + t.en + ")";
     if (!(t.constructions & c)) return time + " does not go with this tense";
-    if (t.needs == When::Habitual && (!habitual || f.often)) return time + " needs a habitual verb, without 常常 (often)";
+    if (f.often) return "常常 (often) does not go with a time word";
+    if (t.needs == When::Habitual && !habitual) return time + " needs a habitual verb";
     if (t.needs == When::Wish && !wish) return time + " needs 想 (want)";
   }
   if (f.time < 0 && f.time_first) return "no time word to put first";

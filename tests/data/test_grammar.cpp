@@ -362,6 +362,11 @@ TEST_CASE("grammar: the vocabulary is the lexicon's, and a checkpoint's vocabula
     CHECK(task->relation_names() == grammar_relation_names());
     CHECK(same_batch(task->examples(Split::Val, 1, 0, 4), GrammarTask(o).examples(Split::Val, 1, 0, 4)));
   }
+  // docs/tasks.md and docs/config.md state these sizes: a change to the lexicon updates them.
+  CHECK(grammar_tokenizer(Language::Zh).size() == 153);
+  CHECK(grammar_tokenizer(Language::En).size() == 246);
+  CHECK(grammar_max_tokens(Language::Zh) == 26);
+  CHECK(grammar_max_tokens(Language::En) == 17);
   const Tokenizer other = Tokenizer::chars(U"我爱吃苹果。");
   CHECK_THROWS_WITH_AS(make_vocabulary_task(grammar(Language::Zh), other),
                        doctest::Contains("the checkpoint's vocabulary (char, 7 tokens) is not the zh lexicon's"), ValueError);
