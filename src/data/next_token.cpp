@@ -7,6 +7,8 @@
 #include <numeric>
 #include <vector>
 
+#include "masking.hpp"
+#include "qkv/data/grammar.hpp"
 #include "row_task.hpp"
 
 namespace qkv::data {
@@ -14,62 +16,89 @@ namespace {
 
 // Windows of a tokenized corpus: train windows start at random offsets of the training split
 // (one generator per example), validation and test windows tile their splits without overlap.
+// Causal: windows of T + 1 tokens, targets the inputs shifted by one. Masked: windows of T tokens,
+// corrupted by mask_tokens; the mask token is V, so input_vocab is V + 1 and num_classes V.
 class Text final : public RowTask {
  public:
   Text(const TaskOptions& o, const Tokenizer* stored)
-      : length_(o.length),
+      : length_(o.length), masked_(o.objective == Objective::Masked), mask_rate_(o.mask_rate),
         data_(load_text_data(o.path, stored ? stored->kind() : o.tokenizer, o.clean, o.val_fraction, o.test_fraction,
-                             o.length + 1, stored)) {}
+                             masked_ ? o.length : o.length + 1, stored, masked_ ? "task.length" : "task.length + 1")) {
+    if (!masked_) return;
+    if (auto at = find_in_corpus(data_.corpus, kMaskText))
+      throw ValueError("task.path: " + at->file + " holds the text " + kMaskText + " at byte " + std::to_string(at->byte) +
+                       (at->cleaned ? " of its text after cleaning" : "") + ", line " + std::to_string(at->line) +
+                       ": with task.objective masked, " + kMaskText +
+                       " is how a prompt spells the mask token, so the corpus must not contain it");
+  }
   std::string name() const override { return "text"; }
-  std::size_t input_vocab() const override { return data_.tokenizer.size(); }
+  std::size_t input_vocab() const override { return data_.tokenizer.size() + (masked_ ? 1 : 0); }
   std::size_t num_classes() const override { return data_.tokenizer.size(); }
   std::size_t input_length() const override { return length_; }
-  bool next_token() const override { return true; }
+  bool next_token() const override { return !masked_; }
+  bool masked() const override { return masked_; }
+  Index mask_token() const override { return masked_ ? Index(data_.tokenizer.size()) : -1; }
   const Tokenizer* tokenizer() const override { return &data_.tokenizer; }
-  std::string token_label(Index id) const override { return data_.tokenizer.token_label(id); }
+  std::string token_label(Index id) const override {
+    return id == mask_token() ? kMaskText : data_.tokenizer.token_label(id);
+  }
   std::size_t split_size(Split split) const override {
     const std::size_t n = ids(split).size();
-    return split == Split::Train || n <= length_ ? 0 : (n - 1) / length_;
+    if (split == Split::Train) return 0;
+    if (masked_) return n / length_;
+    return n <= length_ ? 0 : (n - 1) / length_;
   }
 
  protected:
   void fill(Generator&, Index*, Index*) const override {}
   void fill(Split split, std::uint64_t k, Generator& gen, Index* input, Index* target) const override {
     const std::vector<Index>& t = ids(split);
-    const std::size_t T = length_;
+    const std::size_t T = length_, window = masked_ ? T : T + 1;
     std::size_t start = 0;
     if (split == Split::Train)
-      start = std::size_t(gen.randint(t.size() - T));  // windows of T + 1 tokens: starts 0 .. n - T - 1
+      start = std::size_t(gen.randint(t.size() - window + 1));  // starts 0 .. n - window
     else
       start = std::size_t(k % std::max<std::size_t>(1, split_size(split))) * T;
     std::copy(t.begin() + long(start), t.begin() + long(start + T), input);
-    std::copy(t.begin() + long(start + 1), t.begin() + long(start + T + 1), target);
+    if (masked_) {
+      // Ids drawn as random replacements: the real tokens, not <unk>.
+      const Tokenizer& tk = data_.tokenizer;
+      mask_tokens(gen, T, mask_rate_, mask_token(), tk.unk() < 0 ? tk.size() : tk.size() - 1, input, target);
+    } else {
+      std::copy(t.begin() + long(start + 1), t.begin() + long(start + T + 1), target);
+    }
   }
 
  private:
   const std::vector<Index>& ids(Split s) const { return s == Split::Train ? data_.train : s == Split::Val ? data_.val : data_.test; }
   std::size_t length_;
+  bool masked_;
+  double mask_rate_;
   TextData data_;
 };
 
-// A text task without its corpus: the vocabulary and the window length of a checkpoint, for
-// running the model on given text.
+// A text task without its corpus: the vocabulary, the window length and the objective of a
+// checkpoint, for running the model on given text.
 class TextVocabulary final : public Task {
  public:
-  TextVocabulary(const TaskOptions& o, const Tokenizer& t) : length_(o.length), tokenizer_(t) {}
+  TextVocabulary(const TaskOptions& o, const Tokenizer& t)
+      : length_(o.length), masked_(o.objective == Objective::Masked), tokenizer_(t) {}
   std::string name() const override { return "text"; }
-  std::size_t input_vocab() const override { return tokenizer_.size(); }
+  std::size_t input_vocab() const override { return tokenizer_.size() + (masked_ ? 1 : 0); }
   std::size_t num_classes() const override { return tokenizer_.size(); }
   std::size_t input_length() const override { return length_; }
-  bool next_token() const override { return true; }
+  bool next_token() const override { return !masked_; }
+  bool masked() const override { return masked_; }
+  Index mask_token() const override { return masked_ ? Index(tokenizer_.size()) : -1; }
   const Tokenizer* tokenizer() const override { return &tokenizer_; }
-  std::string token_label(Index id) const override { return tokenizer_.token_label(id); }
+  std::string token_label(Index id) const override { return id == mask_token() ? kMaskText : tokenizer_.token_label(id); }
   Batch examples(std::uint64_t, std::uint64_t, std::size_t) const override {
     throw ValueError("task text: no corpus is loaded (only the checkpoint's vocabulary): give the input as text");
   }
 
  private:
   std::size_t length_;
+  bool masked_;
   Tokenizer tokenizer_;
 };
 
@@ -216,6 +245,7 @@ class Mqar final : public RowTask {
 }  // namespace
 
 std::unique_ptr<Task> make_vocabulary_task(const TaskOptions& o, const Tokenizer& tokenizer) {
+  if (o.name == "grammar") return std::make_unique<GrammarTask>(o, &tokenizer);
   return std::make_unique<TextVocabulary>(o, tokenizer);
 }
 

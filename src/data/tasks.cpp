@@ -1,10 +1,12 @@
 #include "qkv/data/tasks.hpp"
 
 #include "next_token.hpp"
+#include "qkv/data/grammar.hpp"
 #include "row_task.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <vector>
 
@@ -15,6 +17,22 @@
 namespace qkv::data {
 
 Task::~Task() = default;
+
+const std::vector<std::string>& Task::relation_names() const {
+  static const std::vector<std::string> none;
+  return none;
+}
+
+const NameTable<Objective>& objective_names() {
+  static const NameTable<Objective> table{{"causal", Objective::Causal}, {"masked", Objective::Masked}};
+  return table;
+}
+const char* name(Objective objective) { return objective_names().name(objective); }
+const NameTable<Language>& language_names() {
+  static const NameTable<Language> table{{"zh", Language::Zh}, {"en", Language::En}};
+  return table;
+}
+const char* name(Language language) { return language_names().name(language); }
 
 namespace {
 
@@ -128,8 +146,9 @@ class Seq2SeqRecall final : public RecallBase {
 }  // namespace
 
 const std::vector<std::string>& task_names() {
-  static const std::vector<std::string> names = {"copy",     "reverse", "sort",      "recall", "seq2seq_reverse",
-                                                 "seq2seq_sort", "seq2seq_recall", "text", "induction", "mod_add", "mqar"};
+  static const std::vector<std::string> names = {"copy",      "reverse", "sort",    "recall", "seq2seq_reverse",
+                                                 "seq2seq_sort", "seq2seq_recall", "text", "induction", "mod_add",
+                                                 "mqar",      "grammar"};
   return names;
 }
 
@@ -154,6 +173,23 @@ void TaskOptions::validate() const {
     c.in_range(test_fraction, "test_fraction", 0, false, 1, true);
     c.require(val_fraction + test_fraction < 1, {"val_fraction", "test_fraction"},
               "{val_fraction} + {test_fraction} must be below 1, leaving text to train on");
+  }
+  c.require(objective == Objective::Causal || name == "text" || name == "grammar", {"objective"},
+            "the masked objective is for the text and grammar tasks, found task '" + name + "'");
+  c.in_range(mask_rate, "mask_rate", 0, true, 1, true);
+  if (name == "text")
+    c.require(tokenizer != TokenizerKind::Word, {"tokenizer"},
+              "the text task reads a corpus as byte or char tokens, found word (the English grammar's vocabulary)");
+  if (name == "grammar") {
+    // Sentences are split by a hash into buckets of 1/1000; a split needs at least one bucket.
+    c.in_range(val_fraction, "val_fraction", 0.001, false, 1, true);
+    c.in_range(test_fraction, "test_fraction", 0.001, false, 1, true);
+    c.require(val_fraction + test_fraction <= 0.999, {"val_fraction", "test_fraction"},
+              "{val_fraction} + {test_fraction} must be at most 0.999, leaving sentences to train on");
+    const std::size_t longest = grammar_max_tokens(language);
+    c.require(length >= longest, {"length"},
+              std::string("a row holds whole sentences, and the longest sentence of the ") + data::name(language) +
+                  " grammar has " + n(longest) + " tokens: expected {length} >= " + n(longest) + ", found " + n(length));
   }
   if (name == "induction") {
     c.require(length >= 2, {"length"}, "induction needs at least 2 tokens, found " + n(length));
@@ -180,6 +216,7 @@ void TaskOptions::validate() const {
 std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer) {
   o.validate();
   if (auto t = make_next_token_task(o, tokenizer)) return t;
+  if (o.name == "grammar") return std::make_unique<GrammarTask>(o, tokenizer);
   const std::string& n = o.name;
   const std::size_t queries = o.queries ? o.queries : o.pairs;
   if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, queries);
@@ -191,30 +228,44 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   return std::make_unique<Seq2Seq>(n, Kind::Sort, o.vocab, o.length);
 }
 
-Batch rows(const Batch& b, std::size_t lo, std::size_t hi) {
-  auto take = [&](const IndexArray& a) {
-    if (a.dimension() != 2) return a;  // no decoder inputs
-    const std::size_t T = a.shape()[1];
-    IndexArray out = IndexArray::from_shape({hi - lo, T});
-    std::copy(a.data() + lo * T, a.data() + hi * T, out.data());
-    return out;
-  };
-  return {take(b.inputs), take(b.targets), take(b.decoder_inputs)};
-}
-
 Batch concat(const Batch& a, const Batch& b) {
   if (a.size() == 0) return b;
   if (b.size() == 0) return a;
   auto rows = [](const IndexArray& x, const IndexArray& y) {
     if (x.size() == 0 && y.size() == 0) return x;
-    if (x.dimension() != 2 || y.dimension() != 2 || x.shape()[1] != y.shape()[1])
-      throw ShapeError("data::concat: batches of shapes " + shape_str(x.shape()) + " and " + shape_str(y.shape()) +
-                       " do not stack");
-    IndexArray out = IndexArray::from_shape(Shape{x.shape()[0] + y.shape()[0], x.shape()[1]});
+    const auto& sx = x.shape();
+    const auto& sy = y.shape();
+    if (x.dimension() < 2 || x.dimension() != y.dimension() || !std::equal(sx.begin() + 1, sx.end(), sy.begin() + 1))
+      throw ShapeError("data::concat: batches of shapes " + shape_str(sx) + " and " + shape_str(sy) + " do not stack");
+    std::vector<std::size_t> shape(sx.begin(), sx.end());
+    shape[0] += sy[0];
+    IndexArray out = IndexArray::from_shape(shape);
     std::copy(y.begin(), y.end(), std::copy(x.begin(), x.end(), out.begin()));
     return out;
   };
-  return Batch{rows(a.inputs, b.inputs), rows(a.targets, b.targets), rows(a.decoder_inputs, b.decoder_inputs)};
+  Batch out{rows(a.inputs, b.inputs), rows(a.targets, b.targets), rows(a.decoder_inputs, b.decoder_inputs)};
+  out.words = rows(a.words, b.words);
+  out.relations = rows(a.relations, b.relations);
+  return out;
+}
+
+Batch rows(const Batch& b, std::size_t lo, std::size_t hi) {
+  auto take = [&](const IndexArray& a) {
+    if (a.dimension() < 2) return a;  // an array the task does not have
+    if (lo > hi || hi > a.shape()[0])
+      throw ShapeError("data::rows: rows [" + std::to_string(lo) + ", " + std::to_string(hi) + ") of a batch of shape " +
+                       shape_str(a.shape()));
+    std::vector<std::size_t> shape(a.shape().begin(), a.shape().end());
+    const std::size_t row = std::accumulate(shape.begin() + 1, shape.end(), std::size_t(1), std::multiplies<>());
+    shape[0] = hi - lo;
+    IndexArray out = IndexArray::from_shape(shape);
+    std::copy(a.data() + lo * row, a.data() + hi * row, out.data());
+    return out;
+  };
+  Batch out{take(b.inputs), take(b.targets), take(b.decoder_inputs)};
+  out.words = take(b.words);
+  out.relations = take(b.relations);
+  return out;
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -16,6 +17,8 @@
 namespace qkv::data {
 
 namespace {
+
+constexpr const char* kWhitespace = " \t\n\r\v\f";
 
 std::string hex_byte(unsigned char b) {
   char buf[8];
@@ -353,7 +356,8 @@ const NameTable<TextClean>& text_clean_names() {
   return table;
 }
 const NameTable<TokenizerKind>& tokenizer_names() {
-  static const NameTable<TokenizerKind> table{{"byte", TokenizerKind::Byte}, {"char", TokenizerKind::Char}};
+  static const NameTable<TokenizerKind> table{
+      {"byte", TokenizerKind::Byte}, {"char", TokenizerKind::Char}, {"word", TokenizerKind::Word}};
   return table;
 }
 const char* name(TextClean clean) { return text_clean_names().name(clean); }
@@ -461,6 +465,7 @@ Tokenizer Tokenizer::from_vocab(TokenizerKind kind, const std::vector<std::uint3
                        std::to_string(code_points.size()));
     return bytes();
   }
+  if (kind == TokenizerKind::Word) return Tokenizer(kind, {}, words_from_vocab(code_points));
   if (code_points.empty()) throw ValueError(what + "expected at least one code point, found none");
   std::vector<char32_t> cps;
   cps.reserve(code_points.size());
@@ -478,7 +483,58 @@ Tokenizer Tokenizer::from_vocab(TokenizerKind kind, const std::vector<std::uint3
   return Tokenizer(TokenizerKind::Char, std::move(cps));
 }
 
+Tokenizer Tokenizer::words(std::vector<std::string> words) {
+  if (words.empty()) throw ValueError("Tokenizer::words: no words given");
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const std::string at = "Tokenizer::words: word " + std::to_string(i);
+    if (w.empty()) throw ValueError(at + " is empty");
+    if (w.find_first_of(kWhitespace) != std::string::npos) throw ValueError(at + " ('" + w + "') holds whitespace");
+    decode_utf8(w, at);
+  }
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  return Tokenizer(TokenizerKind::Word, {}, std::move(words));
+}
+
+std::vector<std::uint32_t> words_to_vocab(const std::vector<std::string>& words) {
+  std::vector<std::uint32_t> out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    if (i) out.push_back('\n');
+    for (char32_t c : decode_utf8(words[i], "words_to_vocab")) out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::string> words_from_vocab(const std::vector<std::uint32_t>& code_points) {
+  const std::string what = "tokenizer vocabulary (word): ";
+  if (code_points.empty()) throw ValueError(what + "expected at least one word, found none");
+  std::vector<std::string> words(1);
+  for (std::size_t i = 0; i < code_points.size(); ++i) {
+    const std::uint32_t c = code_points[i];
+    if (c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF))
+      throw ValueError(what + "code point " + code_point_name(c) + " at position " + std::to_string(i) +
+                       " is not a Unicode scalar value");
+    if (c == '\n')
+      words.emplace_back();
+    else
+      append_utf8(char32_t(c), words.back());
+  }
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    const std::string at = " at position " + std::to_string(i);
+    if (words[i].empty()) throw ValueError(what + "word" + at + " is empty");
+    if (words[i].find_first_of(kWhitespace) != std::string::npos)
+      throw ValueError(what + "word '" + words[i] + "'" + at + " holds whitespace");
+    if (i > 0 && words[i] == words[i - 1]) throw ValueError(what + "'" + words[i] + "'" + at + " is a duplicate");
+    if (i > 0 && words[i] < words[i - 1])
+      throw ValueError(what + "expected words in increasing byte order, found '" + words[i] + "'" + at + " after '" +
+                       words[i - 1] + "'");
+  }
+  return words;
+}
+
 std::vector<std::uint32_t> Tokenizer::to_vocab() const {
+  if (kind_ == TokenizerKind::Word) return words_to_vocab(words_);
   return std::vector<std::uint32_t>(code_points_.begin(), code_points_.end());
 }
 
@@ -487,15 +543,42 @@ Index Tokenizer::id_of(char32_t c) const {
   return it != code_points_.end() && *it == c ? Index(it - code_points_.begin()) : -1;
 }
 
+Index Tokenizer::id_of(std::string_view word) const {
+  auto it = std::lower_bound(words_.begin(), words_.end(), word);
+  return it != words_.end() && *it == word ? Index(it - words_.begin()) : -1;
+}
+
 std::vector<Index> Tokenizer::encode(std::string_view text, bool allow_unknown, const std::string& what) const {
   if (kind_ == TokenizerKind::Char) return encode(decode_utf8(text, what), allow_unknown, what);
+  if (kind_ == TokenizerKind::Word) {
+    decode_utf8(text, what);
+    std::vector<Index> ids;
+    std::vector<std::string> unknown;  // distinct, in order of first appearance
+    for (std::size_t i = text.find_first_not_of(kWhitespace); i != std::string_view::npos;) {
+      const std::size_t end = std::min(text.size(), text.find_first_of(kWhitespace, i));
+      const std::string_view w = text.substr(i, end - i);
+      Index id = id_of(w);
+      if (id < 0) {
+        id = unk();
+        if (!allow_unknown && std::find(unknown.begin(), unknown.end(), w) == unknown.end()) unknown.emplace_back(w);
+      }
+      ids.push_back(id);
+      i = text.find_first_not_of(kWhitespace, end);
+    }
+    if (!unknown.empty()) {
+      for (std::string& w : unknown) w = "'" + w + "'";
+      throw ValueError(what + ": " + std::to_string(unknown.size()) + " word" + (unknown.size() > 1 ? "s are" : " is") +
+                       " not in the vocabulary (of " + std::to_string(words_.size()) + " words): " + list_some(unknown, 20));
+    }
+    return ids;
+  }
   std::vector<Index> ids(text.size());
   std::transform(text.begin(), text.end(), ids.begin(), [](char b) { return Index(static_cast<unsigned char>(b)); });
   return ids;
 }
 
 std::vector<Index> Tokenizer::encode(std::u32string_view text, bool allow_unknown, const std::string& what) const {
-  if (kind_ == TokenizerKind::Byte) return encode(std::string_view(encode_utf8(text)), allow_unknown, what);
+  if (kind_ != TokenizerKind::Char) return encode(std::string_view(encode_utf8(text)), allow_unknown, what);
   std::vector<Index> ids(text.size());
   std::vector<char32_t> unknown;  // distinct, in order of first appearance
   std::set<char32_t> unknown_set;
@@ -528,6 +611,8 @@ std::string Tokenizer::decode(const Index* ids, std::size_t n) const {
                        " is outside [0, " + std::to_string(V) + ")");
     if (kind_ == TokenizerKind::Byte)
       out += char(static_cast<unsigned char>(id));
+    else if (kind_ == TokenizerKind::Word)
+      out += (i ? " " : "") + (id == unk() ? encode_utf8(U"\uFFFD") : words_[std::size_t(id)]);
     else
       append_utf8(id == unk() ? char32_t(0xFFFD) : code_points_[std::size_t(id)], out);
   }
@@ -538,6 +623,7 @@ std::string Tokenizer::token_label(Index id) const {
   if (id < 0 || id >= Index(size()))
     throw ValueError("Tokenizer::token_label: id " + std::to_string(id) + " is outside [0, " + std::to_string(size()) + ")");
   if (kind_ == TokenizerKind::Char) return id == unk() ? "<unk>" : char_label(code_points_[std::size_t(id)]);
+  if (kind_ == TokenizerKind::Word) return id == unk() ? "<unk>" : words_[std::size_t(id)];
   const auto b = static_cast<unsigned char>(id);
   if (b == ' ' || b == '\n' || b == '\t' || b == '\r') return char_label(b);
   if (b > 0x20 && b < 0x7F) return std::string(1, char(b));
@@ -570,8 +656,29 @@ TextSplit split_text(std::size_t n, double val_fraction, double test_fraction) {
   return TextSplit{0, n_train, n_train, n_train + n_val, n_train + n_val, n};
 }
 
+std::optional<TextPlace> find_in_corpus(const Corpus& corpus, std::string_view literal) {
+  const std::size_t at = corpus.text.find(literal);
+  if (at == std::string::npos || corpus.files.empty()) return std::nullopt;
+  const std::size_t i = std::size_t(std::upper_bound(corpus.file_starts.begin(), corpus.file_starts.end(), at) -
+                                    corpus.file_starts.begin()) - 1;
+  TextPlace p{corpus.files[i], at - corpus.file_starts[i], 0, true};
+  std::string text = corpus.text.substr(corpus.file_starts[i], p.byte + literal.size());
+  if (corpus.cleaned) {  // the offset in the file as stored, when cleaning did not make the literal
+    const std::string raw = read_file(p.file);
+    std::size_t r = raw.find(literal);
+    while (r != std::string::npos && r > 0 && raw[r - 1] == kEsc) r = raw.find(literal, r + 1);  // ESC[ ... is removed
+    if (r != std::string::npos) text = raw.substr(0, r + literal.size()), p.byte = r, p.cleaned = false;
+  } else {
+    p.cleaned = false;
+  }
+  p.line = 1 + std::size_t(std::count(text.begin(), text.begin() + long(p.byte), '\n'));
+  return p;
+}
+
 TextData load_text_data(const std::string& path, TokenizerKind kind, TextClean clean, double val_fraction,
-                        double test_fraction, std::size_t min_tokens, const Tokenizer* tokenizer) {
+                        double test_fraction, std::size_t min_tokens, const Tokenizer* tokenizer, const char* window) {
+  if (kind == TokenizerKind::Word)
+    throw ValueError("task.tokenizer: a corpus is read as byte or char tokens; word is the English grammar's vocabulary");
   TextData d;
   d.corpus = load_corpus(path, clean, kind == TokenizerKind::Char);
   std::u32string chars;
@@ -582,7 +689,7 @@ TextData load_text_data(const std::string& path, TokenizerKind kind, TextClean c
   auto require = [&](std::size_t size, const char* split, const char* advice) {
     if (size < min_tokens || size == 0)
       throw ValueError(std::string("task: the ") + split + " split has " + std::to_string(size) +
-                       " tokens, fewer than one window of task.length + 1 = " + std::to_string(min_tokens) +
+                       " tokens, fewer than one window of " + window + " = " + std::to_string(min_tokens) +
                        " (corpus " + path + " has " + std::to_string(n) + " tokens; lower task.length or " + advice + ")");
   };
   require(s.train_end - s.train_begin, "training",

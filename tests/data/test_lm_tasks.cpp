@@ -85,6 +85,97 @@ TEST_CASE("text task: bad corpora are clear errors naming the file") {
   CHECK_THROWS_WITH_AS(make_task(o), doctest::Contains("path: the text task needs a corpus"), OptionError);
 }
 
+TEST_CASE("text task, objective masked: windows of T tokens, round(rate T) positions chosen, 80/10/10") {
+  const std::string dir = test::temp_dir("lm_text_masked");
+  TaskOptions o = options("text");
+  o.path = write_corpus(dir, 400);
+  o.length = 16;
+  auto causal = make_task(o);
+  o.objective = Objective::Masked;
+  auto masked = make_task(o);
+  const std::size_t V = causal->tokenizer()->size();
+  CHECK(masked->masked());
+  CHECK_FALSE(masked->next_token());
+  CHECK(masked->input_vocab() == V + 1);
+  CHECK(masked->num_classes() == V);
+  CHECK(masked->mask_token() == Index(V));
+  CHECK(masked->token_label(Index(V)) == "[MASK]");
+  CHECK(causal->mask_token() == -1);
+  // Windows of T tile the held-out splits: one more window than those of T + 1 at most.
+  const std::size_t n_val = masked->split_size(Split::Val);
+  CHECK((n_val == causal->split_size(Split::Val) || n_val == causal->split_size(Split::Val) + 1));
+  // Held-out window k starts at k T for both objectives: the causal inputs are the originals.
+  const std::size_t N = 4000;  // cycles through the windows, each example with its own masks
+  const Batch c = causal->examples(Split::Val, 3, 0, N), m = masked->examples(Split::Val, 3, 0, N);
+  CHECK(m.inputs.shape() == Shape{N, 16});
+  std::size_t chosen = 0, as_mask = 0, kept = 0, other = 0;
+  for (std::size_t r = 0; r < N; ++r) {
+    std::size_t here = 0;
+    for (std::size_t t = 0; t < 16; ++t) {
+      const Index original = c.inputs(r, t), in = m.inputs(r, t), y = m.targets(r, t);
+      if (y == kIgnore) {
+        CHECK(in == original);
+        continue;
+      }
+      ++here;
+      CHECK(y == original);
+      if (in == Index(V)) {
+        ++as_mask;
+      } else if (in == original) {
+        ++kept;
+      } else {
+        ++other;
+        CHECK((in >= 0 && in < Index(V) - 1));  // a character of the vocabulary, not <unk>
+      }
+    }
+    CHECK(here == 2);  // round(0.15 * 16)
+    chosen += here;
+  }
+  CHECK(double(as_mask) / double(chosen) == doctest::Approx(0.8).epsilon(0.03));
+  CHECK(double(kept) / double(chosen) == doctest::Approx(0.1 + 0.1 / double(V - 1)).epsilon(0.2));
+  CHECK(double(other) / double(chosen) == doctest::Approx(0.1).epsilon(0.2));
+  // Deterministic (the held-out masks are fixed), and the same slice from any start.
+  const Batch again = masked->examples(Split::Val, 3, 5, 3);
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t t = 0; t < 16; ++t) {
+      CHECK(again.inputs(r, t) == m.inputs(5 + r, t));
+      CHECK(again.targets(r, t) == m.targets(5 + r, t));
+    }
+  // Training windows: T tokens from anywhere in the training split, masked the same way.
+  const Batch train = masked->examples(Split::Train, 1, 0, 64);
+  for (std::size_t r = 0; r < 64; ++r) {
+    std::size_t here = 0;
+    for (std::size_t t = 0; t < 16; ++t) here += train.targets(r, t) != kIgnore;
+    CHECK(here == 2);
+  }
+  // A checkpoint's vocabulary carries the objective.
+  auto vocabulary = make_vocabulary_task(o, *masked->tokenizer());
+  CHECK(vocabulary->masked());
+  CHECK(vocabulary->input_vocab() == V + 1);
+  CHECK(vocabulary->mask_token() == Index(V));
+  o.objective = Objective::Causal;
+  CHECK(make_vocabulary_task(o, *masked->tokenizer())->input_vocab() == V);
+}
+
+TEST_CASE("text task, objective masked: a corpus holding the text [MASK] is refused, naming the file and offset") {
+  const std::string dir = test::temp_dir("lm_text_mask_literal");
+  TaskOptions o = options("text");
+  o.length = 4;
+  o.val_fraction = o.test_fraction = 0;
+  o.path = dir + "/notes.txt";
+  std::ofstream(o.path) << "first line\nthe [MASK] token is a placeholder\n";
+  CHECK_NOTHROW(make_task(o));  // causal: just text
+  o.objective = Objective::Masked;
+  const std::string expected = "task.path: " + o.path +
+                               " holds the text [MASK] at byte 15, line 2: with task.objective masked, [MASK] is how "
+                               "a prompt spells the mask token, so the corpus must not contain it";
+  CHECK_THROWS_WITH_AS(make_task(o), expected.c_str(), ValueError);
+  o.path = write_corpus(dir, 3);
+  o.length = 64;
+  o.val_fraction = 0.05;
+  CHECK_THROWS_WITH_AS(make_task(o), doctest::Contains("fewer than one window of task.length = 64"), ValueError);
+}
+
 TEST_CASE("induction task: the repeat is scored and predictable from the first occurrence, nothing else is scored") {
   for (std::size_t segment : {0, 5}) {
     CAPTURE(segment);

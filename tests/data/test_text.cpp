@@ -142,6 +142,42 @@ TEST_CASE("text: from_vocab rejects malformed vocabularies") {
         "tokenizer vocabulary (byte): expected no code points (ids are byte values), found 1");
 }
 
+TEST_CASE("text: word tokenizer - sorted distinct words, split at whitespace, unknown words listed") {
+  const Tokenizer t = Tokenizer::words({"the", "cat", "likes", "to", "chase", "mice", ".", "cat", "xiaoming's"});
+  CHECK(t.kind() == TokenizerKind::Word);
+  CHECK(t.word_list() == std::vector<std::string>{".", "cat", "chase", "likes", "mice", "the", "to", "xiaoming's"});
+  CHECK(t.size() == 9);
+  CHECK(t.unk() == 8);
+  const std::vector<Index> ids = t.encode(std::string_view("the cat  likes\tto chase mice ."), false, "--text");
+  CHECK(ids == std::vector<Index>{5, 1, 3, 6, 2, 4, 0});
+  CHECK(t.decode(ids) == "the cat likes to chase mice .");
+  CHECK(t.encode(std::u32string(U"the dog"), true, "x") == std::vector<Index>{5, 8});
+  CHECK(t.decode(std::vector<Index>{1, 8}) == "cat \uFFFD");
+  CHECK(t.token_label(7) == "xiaoming's");
+  CHECK(t.token_label(8) == "<unk>");
+  CHECK(error_of([&] { t.encode(std::string_view("the dog and the dog"), false, "--text"); }) ==
+        "--text: 2 words are not in the vocabulary (of 8 words): 'dog', 'and'");
+  CHECK(error_of([] { Tokenizer::words({"a b"}); }) == "Tokenizer::words: word 0 ('a b') holds whitespace");
+  CHECK(error_of([] { Tokenizer::words({"a", ""}); }) == "Tokenizer::words: word 1 is empty");
+}
+
+TEST_CASE("text: a word vocabulary is stored as code points joined by newlines and read back") {
+  const Tokenizer t = Tokenizer::words({"我", "cat", "é"});
+  const std::vector<std::uint32_t> v = t.to_vocab();
+  CHECK(v == std::vector<std::uint32_t>{'c', 'a', 't', '\n', 0xE9, '\n', 0x6211});
+  CHECK(words_from_vocab(v) == t.word_list());
+  const Tokenizer r = Tokenizer::from_vocab(TokenizerKind::Word, v);
+  CHECK(r.word_list() == t.word_list());
+  auto err = [](std::vector<std::uint32_t> v) { return error_of([&] { Tokenizer::from_vocab(TokenizerKind::Word, v); }); };
+  CHECK(err({}) == "tokenizer vocabulary (word): expected at least one word, found none");
+  CHECK(err({'b', '\n', 'a'}) ==
+        "tokenizer vocabulary (word): expected words in increasing byte order, found 'a' at position 1 after 'b'");
+  CHECK(err({'a', '\n', 'a'}) == "tokenizer vocabulary (word): 'a' at position 1 is a duplicate");
+  CHECK(err({'a', '\n', '\n', 'b'}) == "tokenizer vocabulary (word): word at position 1 is empty");
+  CHECK(err({'a', ' ', 'b'}) == "tokenizer vocabulary (word): word 'a b' at position 0 holds whitespace");
+  CHECK(err({'a', 0xD800}) == "tokenizer vocabulary (word): code point U+D800 at position 1 is not a Unicode scalar value");
+}
+
 TEST_CASE("text: decode and token_label reject ids outside the vocabulary") {
   const Tokenizer t = Tokenizer::chars(u32("ab"));
   const std::vector<Index> bad = {0, 3};
@@ -171,7 +207,8 @@ TEST_CASE("text: tokenizer and cleaning names parse and list the choices") {
   CHECK(parse_tokenizer("byte") == TokenizerKind::Byte);
   CHECK(parse_tokenizer("char") == TokenizerKind::Char);
   CHECK(std::string(name(TokenizerKind::Char)) == "char");
-  CHECK(error_of([] { parse_tokenizer("bpe"); }).rfind("task.tokenizer: expected one of byte, char, found 'bpe'", 0) == 0);
+  CHECK(parse_tokenizer("word") == TokenizerKind::Word);
+  CHECK(error_of([] { parse_tokenizer("bpe"); }).rfind("task.tokenizer: expected one of byte, char, word, found 'bpe'", 0) == 0);
   for (TextClean c : {TextClean::Auto, TextClean::On, TextClean::Off}) CHECK(parse_text_clean(name(c)) == c);
   CHECK(error_of([] { parse_text_clean("yes"); }).rfind("task.clean: expected one of auto, on, off, found 'yes'", 0) == 0);
 }
@@ -400,6 +437,25 @@ TEST_CASE("text: load_corpus joins files with newlines and records where each st
   CHECK(c.files == std::vector<std::string>{dir + "/a", dir + "/c", dir + "/d"});
   CHECK(c.file_starts == std::vector<std::size_t>{0, 2, 4});
   CHECK_FALSE(c.cleaned);
+}
+
+TEST_CASE("text: find_in_corpus locates a text in its file as stored, past what cleaning removed") {
+  const std::string dir = test::temp_dir("text_find");
+  write(dir + "/a", "hello\n");
+  write(dir + "/b", "\x1b[1mtitle\x1b[0m\nsay [MASK] here\n");
+  write(dir + "/c", "x\x1b[MASK] y [MASK]\n");  // cleaning removes ESC [ M: only the second is in the text
+  const Corpus c = load_corpus(dir);
+  REQUIRE(c.cleaned);
+  const std::optional<TextPlace> p = find_in_corpus(c, "[MASK]");
+  REQUIRE(p.has_value());
+  CHECK(p->file == dir + "/b");
+  CHECK(p->byte == 18);
+  CHECK(p->line == 2);
+  CHECK_FALSE(p->cleaned);
+  const std::optional<TextPlace> q = find_in_corpus(load_corpus(dir + "/c"), "[MASK]");
+  REQUIRE(q.has_value());
+  CHECK(q->byte == 11);
+  CHECK_FALSE(find_in_corpus(c, "[UNK]").has_value());
 }
 
 TEST_CASE("text: an empty corpus is an error naming the path") {

@@ -21,6 +21,12 @@
 ///              test are contiguous parts of it (data/text.hpp)
 ///   induction  a random prefix then its repetition (or a random segment copied to a later
 ///              offset); scored only where the next token is predictable from an earlier occurrence
+/// Masked language modelling (an encoder: objective masked; docs/tasks.md):
+///   text       windows of T tokens; round(mask_rate T) positions chosen, 80% of them replaced by
+///              the mask token V, 10% by a random token, 10% kept; scored at the chosen positions
+/// Sentences with known roles (data/grammar.hpp), objective causal or masked:
+///   grammar    everyday sentences of a built-in lexicon and grammar (zh or en), packed into rows
+///              of T tokens and padded; batches carry the gold words and relations of every token
 /// Either encoder or decoder (a label at one position, read from earlier ones):
 ///   mod_add    "a b =" labelled (a + b) mod p at '=', p = vocab; a fixed share of all p^2 pairs
 ///              trains, the rest is split into validation and test (the grokking setup)
@@ -34,6 +40,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "qkv/data/text.hpp"
 #include "qkv/tensor/options.hpp"
@@ -43,13 +50,36 @@ namespace qkv::data {
 
 /// Target id of positions that are not scored (as torch's ignore_index).
 inline constexpr Index kIgnore = -100;
+/// How text spells the mask token (BERT's spelling): its token_label, what a prompt writes, and so
+/// what a corpus read with objective masked must not contain.
+inline constexpr const char* kMaskText = "[MASK]";
 
 struct Batch {
   IndexArray inputs;          ///< (B, T) encoder tokens (seq2seq: the source)
   IndexArray targets;         ///< (B, T) class ids, kIgnore where not scored (seq2seq: (B, Tt))
   IndexArray decoder_inputs;  ///< seq2seq only: (B, Tt) = BOS then targets[:-1]; shape (0,) otherwise
+  /// Tasks with gold relations (Task::relation_names() not empty): (B, T) the index of the word
+  /// token t belongs to, counted from 0 within its row; -1 for padding. Shape (0,) otherwise.
+  IndexArray words = IndexArray::from_shape({0});
+  /// (B, R, T): for relation r (relation_names()[r]) at token t, the word index (as in `words`) of
+  /// t's gold partner, -1 when t has none. Shape (0,) for tasks without relations.
+  IndexArray relations = IndexArray::from_shape({0});
   std::size_t size() const { return inputs.dimension() ? inputs.shape()[0] : 0; }
 };
+
+/// What the targets of a language task are. Causal: the next token (a decoder). Masked: the
+/// original tokens of a few chosen positions whose inputs were masked (BERT's masked LM, Devlin
+/// et al. 2019; a bidirectional encoder).
+enum class Objective { Causal, Masked };
+/// The names configs use: "causal", "masked".
+const NameTable<Objective>& objective_names();
+const char* name(Objective objective);
+
+/// The language of the grammar task: Chinese (a token per character) or English (a token per word).
+enum class Language { Zh, En };
+/// The names configs use: "zh", "en".
+const NameTable<Language>& language_names();
+const char* name(Language language);
 
 /// The task names, in documentation order: what make_task accepts and configs list.
 const std::vector<std::string>& task_names();
@@ -66,10 +96,13 @@ struct TaskOptions {
   std::string path;             ///< text: a UTF-8 file, a directory or a glob
   TokenizerKind tokenizer = TokenizerKind::Char;  ///< text: byte (256 ids) or char (code points)
   TextClean clean = TextClean::Auto;              ///< text: strip ANSI escapes and fortune '%' lines
-  double val_fraction = 0.05;   ///< text: the part of the corpus after training, for validation
-  double test_fraction = 0.05;  ///< text: the last part of the corpus, for the reported test metrics
+  double val_fraction = 0.05;   ///< text: the part of the corpus after training, for validation; grammar: of the sentences
+  double test_fraction = 0.05;  ///< text: the last part of the corpus, for the reported test metrics; grammar: likewise
   double train_fraction = 0.3;  ///< mod_add: share of the p^2 pairs that train
   std::size_t segment = 0;      ///< induction: repeated segment length; 0 = the second half repeats the first
+  Objective objective = Objective::Causal;  ///< text, grammar: next-token (causal) or masked targets
+  double mask_rate = 0.15;      ///< masked: the share of positions chosen, in (0, 1)
+  Language language = Language::Zh;  ///< grammar: the language of the sentences
   /// name in task_names(), sizes positive, vocab >= 2, recall keys distinct (pairs <= vocab),
   /// each task's own constraints; throws OptionError.
   void validate() const;
@@ -114,6 +147,16 @@ class Task {
   /// True when the targets are the inputs' next tokens (text, induction): only a causal model may
   /// learn them (a bidirectional encoder would read the answer).
   virtual bool next_token() const { return false; }
+  /// True when the targets are input tokens that were masked out (objective masked): the model
+  /// must read both sides of a position, so it must be bidirectional (a decoder would be wrong).
+  virtual bool masked() const { return false; }
+  /// The id of the mask token (objective masked: V, the tokenizer's size; never a target); -1 otherwise.
+  virtual Index mask_token() const { return -1; }
+  /// The id of the padding token rows end in (grammar: never a target); -1 for tasks without one.
+  virtual Index pad_token() const { return -1; }
+  /// The names of the gold relations batches carry (Batch::relations, in this order); empty for
+  /// tasks without.
+  virtual const std::vector<std::string>& relation_names() const;
   /// The tokenizer of a text task (ids <-> characters); nullptr for the others.
   virtual const Tokenizer* tokenizer() const { return nullptr; }
   /// A printable label of input token `id` (the character of a text task, the id otherwise).
@@ -125,8 +168,10 @@ class Task {
 /// vocabulary (a checkpoint's) instead of building one from the training split.
 std::unique_ptr<Task> make_task(const TaskOptions& options, const Tokenizer* tokenizer = nullptr);
 
-/// A text task that holds only a vocabulary and the window length task.length, no corpus: for
-/// running a checkpoint's model on given text. Its examples() throws ValueError.
+/// A task that holds only a vocabulary and the window length task.length, no corpus: for running a
+/// checkpoint's model on given text. Text: its examples() throws ValueError; its objective is
+/// task.objective's, so input_vocab() and mask_token() agree with the checkpoint's. Grammar: the
+/// grammar task itself (it needs no corpus), checked to have `tokenizer`'s vocabulary.
 std::unique_ptr<Task> make_vocabulary_task(const TaskOptions& options, const Tokenizer& tokenizer);
 
 /// The data of a run: a fixed held-out set (the first eval_size examples of stream
@@ -169,9 +214,10 @@ class Dataset {
   std::uint64_t position_ = 0;
 };
 
-/// Rows [lo, hi) of a batch (every field that has rows).
-Batch rows(const Batch& batch, std::size_t lo, std::size_t hi);
-/// Rows of `a` then rows of `b` (same task, same widths).
+/// Rows of `a` then rows of `b` (same task, same widths), every array of the batch.
 Batch concat(const Batch& a, const Batch& b);
+/// Rows [lo, hi) of every array of `b` that has rows (arrays of shape (0,) stay as they are);
+/// ShapeError for rows past the batch.
+Batch rows(const Batch& b, std::size_t lo, std::size_t hi);
 
 }  // namespace qkv::data

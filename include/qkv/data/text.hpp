@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,13 +87,13 @@ std::u32string decode_utf8(std::string_view bytes, const std::string& where);
 /// Code points -> UTF-8. Throws ValueError on a surrogate or a value above U+10FFFF.
 std::string encode_utf8(std::u32string_view text);
 
-enum class TokenizerKind { Byte, Char };
+/// Byte and Char read corpora; Word is the English grammar's (a vocabulary of whole words).
+enum class TokenizerKind { Byte, Char, Word };
 
-/// "byte" / "char".
-/// The names configs use: "byte", "char".
+/// The names configs use: "byte", "char", "word".
 const NameTable<TokenizerKind>& tokenizer_names();
 const char* name(TokenizerKind kind);
-/// The TokenizerKind named `s`; throws ValueError "task.tokenizer: expected one of byte, char, found 'x'".
+/// The TokenizerKind named `s`; throws ValueError "task.tokenizer: expected one of byte, char, word, found 'x'".
 TokenizerKind parse_tokenizer(const std::string& s);
 
 /// A tokenizer and its vocabulary (V = size()), small enough to store in a checkpoint.
@@ -100,6 +101,8 @@ TokenizerKind parse_tokenizer(const std::string& s);
 ///   Char: ids 0..V-2 are the code points of the training text in increasing order; id V-1 is
 ///         <unk> (a code point absent from the training text), decoded as U+FFFD. A character is
 ///         one token whatever its UTF-8 length (a Chinese character, an emoji).
+///   Word: ids 0..V-2 are words (non-empty UTF-8 without whitespace) in increasing byte order;
+///         id V-1 is <unk>. Text is split at ASCII whitespace; decode joins words with one space.
 /// Encoding is O(n log V).
 class Tokenizer {
  public:
@@ -108,41 +111,61 @@ class Tokenizer {
   /// The char tokenizer whose vocabulary is the distinct code points of `training_text`.
   /// Throws ValueError on an empty text or a code point that is not a Unicode scalar value.
   static Tokenizer chars(std::u32string_view training_text);
+  /// The word tokenizer of the distinct `words` (any order, repeats allowed). Throws ValueError on
+  /// no words, an empty word, a word holding whitespace or invalid UTF-8.
+  static Tokenizer words(std::vector<std::string> words);
   /// Rebuild from kind() and to_vocab() (checkpoints). Throws ValueError naming the problem on a
   /// malformed vocabulary: Byte with code points; Char empty, not strictly increasing (unsorted
-  /// or duplicate), a surrogate or a value above U+10FFFF.
+  /// or duplicate), a surrogate or a value above U+10FFFF; Word as words_from_vocab.
   static Tokenizer from_vocab(TokenizerKind kind, const std::vector<std::uint32_t>& code_points);
 
   TokenizerKind kind() const { return kind_; }
-  /// V: 256 for Byte; the code points plus one (<unk>) for Char.
-  std::size_t size() const { return kind_ == TokenizerKind::Byte ? 256 : code_points_.size() + 1; }
-  /// The <unk> id V-1 (Char); -1 for Byte, which has none.
-  Index unk() const { return kind_ == TokenizerKind::Byte ? -1 : Index(code_points_.size()); }
-  /// The code points of ids 0..V-2 (Char); empty for Byte.
+  /// V: 256 for Byte; the code points (Char) or words (Word) plus one (<unk>).
+  std::size_t size() const { return kind_ == TokenizerKind::Byte ? 256 : entries() + 1; }
+  /// The <unk> id V-1 (Char, Word); -1 for Byte, which has none.
+  Index unk() const { return kind_ == TokenizerKind::Byte ? -1 : Index(entries()); }
+  /// What a checkpoint stores (uint32 code points): Char the code points of ids 0..V-2; Word
+  /// words_to_vocab of its words; empty for Byte.
   std::vector<std::uint32_t> to_vocab() const;
+  /// Word: the words of ids 0..V-2; empty otherwise.
+  const std::vector<std::string>& word_list() const { return words_; }
 
-  /// Text -> ids: Byte takes any bytes; Char decodes strict UTF-8 (errors name `what`).
-  /// A character outside the vocabulary becomes <unk> when allow_unknown, else throws ValueError
-  /// naming `what` and listing the distinct unknown characters ('é' U+00E9, ...).
+  /// Text -> ids: Byte takes any bytes; Char decodes strict UTF-8 (errors name `what`); Word
+  /// splits at ASCII whitespace. A character (word) outside the vocabulary becomes <unk> when
+  /// allow_unknown, else throws ValueError naming `what` and listing the distinct unknown
+  /// characters ('é' U+00E9, ...) or words ('xyz', ...).
   std::vector<Index> encode(std::string_view text, bool allow_unknown, const std::string& what) const;
-  /// Code points -> ids (Byte: the ids of their UTF-8 bytes).
+  /// Code points -> ids (Byte: the ids of their UTF-8 bytes; Word: of their words).
   std::vector<Index> encode(std::u32string_view text, bool allow_unknown, const std::string& what) const;
-  /// ids -> text (UTF-8 for Char, <unk> as U+FFFD). Throws ValueError on an id outside [0, V).
+  /// ids -> text (UTF-8 for Char, <unk> as U+FFFD; Word: the words joined by spaces). Throws
+  /// ValueError on an id outside [0, V).
   std::string decode(const Index* ids, std::size_t n) const;
   std::string decode(const std::vector<Index>& ids) const { return decode(ids.data(), ids.size()); }
   /// A printable label of one token for tables and viewers: the character itself; "␠" (U+2420)
   /// for a space; "\n", "\t", "\r" (backslash and letter); "<unk>"; "U+XXXX" for other control
-  /// and invisible format characters (Char); "\xNN" for a byte that is not printable ASCII (Byte).
+  /// and invisible format characters (Char); "\xNN" for a byte that is not printable ASCII (Byte);
+  /// the word itself (Word).
   std::string token_label(Index id) const;
 
  private:
-  Tokenizer(TokenizerKind kind, std::vector<char32_t> code_points)
-      : kind_(kind), code_points_(std::move(code_points)) {}
-  Index id_of(char32_t c) const;  // -1 when absent
+  Tokenizer(TokenizerKind kind, std::vector<char32_t> code_points, std::vector<std::string> words = {})
+      : kind_(kind), code_points_(std::move(code_points)), words_(std::move(words)) {}
+  std::size_t entries() const { return kind_ == TokenizerKind::Word ? words_.size() : code_points_.size(); }
+  Index id_of(char32_t c) const;              // -1 when absent
+  Index id_of(std::string_view word) const;   // -1 when absent
 
   TokenizerKind kind_;
   std::vector<char32_t> code_points_;  // Char: sorted, distinct
+  std::vector<std::string> words_;     // Word: sorted (byte order), distinct
 };
+
+/// A word vocabulary as a checkpoint stores it (the /data vocab dataset of uint32 code points):
+/// the words joined by '\n', as code points. {"cat", "dog"} -> c a t \n d o g.
+std::vector<std::uint32_t> words_to_vocab(const std::vector<std::string>& words);
+/// The inverse: split at '\n'. Throws ValueError "tokenizer vocabulary (word): ..." naming the
+/// problem and the word's position: no words, an empty word, whitespace in a word, words not in
+/// strictly increasing byte order (unsorted or duplicate), a code point that is not a scalar value.
+std::vector<std::string> words_from_vocab(const std::vector<std::uint32_t>& code_points);
 
 /// Contiguous, disjoint split of a token sequence of length n by fraction:
 ///   n_val = floor(n * val_fraction + n * 1e-12), n_test likewise, n_train = n - n_val - n_test
@@ -172,7 +195,20 @@ struct TextData {
 /// 2.56 MB English fortunes corpus: 23 MB kept, 36 MB peak (char), 26 MB peak (byte).
 /// With `tokenizer` (a checkpoint's), its vocabulary is used instead of one built from the
 /// training split (characters it lacks become <unk>).
+/// `window` names min_tokens in that message. Throws ValueError for TokenizerKind::Word.
 TextData load_text_data(const std::string& path, TokenizerKind kind, TextClean clean, double val_fraction,
-                        double test_fraction, std::size_t min_tokens, const Tokenizer* tokenizer = nullptr);
+                        double test_fraction, std::size_t min_tokens, const Tokenizer* tokenizer = nullptr,
+                        const char* window = "task.length + 1");
+
+/// Where a text occurs in a corpus: its file, and the byte offset and line (from 1) in that file.
+struct TextPlace {
+  std::string file;
+  std::size_t byte = 0, line = 0;
+  bool cleaned = false;  ///< true when the offset is in the file's text after cleaning (not as stored)
+};
+/// The first occurrence of `literal` in corpus.text, located in its file as stored (what xxd or
+/// dd skip= finds); in the cleaned text only when cleaning made it (an escape inside it); nullopt
+/// when absent.
+std::optional<TextPlace> find_in_corpus(const Corpus& corpus, std::string_view literal);
 
 }  // namespace qkv::data
