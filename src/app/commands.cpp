@@ -18,6 +18,7 @@
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/model/evaluate.hpp"
+#include "qkv/model/fill.hpp"
 #include "qkv/model/generate.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "gradchecks.hpp"
@@ -58,14 +59,18 @@ int eval(const std::string& path, const std::vector<std::string>& overrides, int
       std::snprintf(buf, sizeof buf, "%.*f", digits, v);
       return std::string(buf);
     };
-    row("loss (nats/token)", [&](const model::EvalMetrics& m) { return fixed(m.loss, 6); });
+    const bool masked = l.task->masked();
+    row(masked ? "masked loss (nats/token)" : "loss (nats/token)", [&](const model::EvalMetrics& m) { return fixed(m.loss, 6); });
     if (const data::Tokenizer* t = l.task->tokenizer()) {
-      const char* unit = t->kind() == data::TokenizerKind::Char ? "bits/char" : "bits/byte";
-      row(unit, [&](const model::EvalMetrics& m) { return fixed(m.loss / std::log(2.0), 6); });
+      const data::TokenizerKind k = t->kind();
+      if (!masked)
+        row(k == data::TokenizerKind::Char ? "bits/char" : k == data::TokenizerKind::Word ? "bits/word" : "bits/byte",
+            [&](const model::EvalMetrics& m) { return fixed(m.loss / std::log(2.0), 6); });
       row("perplexity", [&](const model::EvalMetrics& m) { return fixed(std::exp(m.loss), 4); });
     }
-    row("token accuracy", [&](const model::EvalMetrics& m) { return percent(m.token_accuracy); });
-    row("sequence accuracy", [&](const model::EvalMetrics& m) { return percent(m.sequence_accuracy); });
+    row(masked ? "masked accuracy" : "token accuracy", [&](const model::EvalMetrics& m) { return percent(m.token_accuracy); });
+    // A masked model scores the chosen positions only: "every position of the row right" says nothing.
+    if (!masked) row("sequence accuracy", [&](const model::EvalMetrics& m) { return percent(m.sequence_accuracy); });
     return 0;
   });
 }
@@ -279,6 +284,45 @@ int generate(const GenerateArgs& a) {
     std::fflush(stdout);  // the text ends before the statistics begin, on a terminal and in a log alike
     std::fprintf(stderr, "qkv: %zu tokens in %.2f s: %.1f tokens/s (%s, context %zu, %d thread(s))\n", a.max_tokens, s,
                  double(a.max_tokens) / std::max(s, 1e-9), g.cache ? "KV cache" : "no cache", o.max_len, num_threads());
+    return 0;
+  });
+}
+
+}  // namespace qkv::app
+
+namespace qkv::app {
+
+int fill(const FillArgs& a) {
+  return guarded([&] {
+    if (a.threads > 0) set_num_threads(a.threads);
+    if (a.mask_text.empty()) throw ValueError("--mask-text: empty; give how a mask is written in --text");
+    Loaded l = load(a.checkpoint, {}, false);
+    if (!l.task->masked())
+      throw ValueError(a.checkpoint + " is a " + l.task->name() + " model trained without masks (task.objective: " +
+                       data::name(l.cfg.task.objective) + "): fill needs a masked language model (task.objective: masked)");
+    if (a.text.find(a.mask_text) == std::string::npos)
+      throw ValueError("--text: no " + a.mask_text + " in '" + a.text + "': write each position to fill as " + a.mask_text +
+                       " (--mask-text changes the spelling)");
+    const data::Batch row = l.task->text_row(a.text, "--text", a.mask_text);
+    const std::vector<model::Fill> fills = model::fill_masks(*l.model, *l.task, row, a.top_k);
+    std::printf("%s: %s\n", a.checkpoint.c_str(), a.text.c_str());
+    std::string best;  // the row with every mask replaced by its most likely token
+    std::size_t next = 0;
+    for (std::size_t t = 0; t < row.inputs.shape()[1]; ++t) {
+      const Index id = row.inputs(0, t);
+      if (id == l.task->pad_token()) continue;
+      if (next < fills.size() && fills[next].position == t) {
+        const model::Fill& f = fills[next++];
+        std::printf("  mask %zu (position %zu):", next, t);
+        for (auto& [token, p] : f.top) std::printf("  %s %.4f", l.task->token_label(token).c_str(), p);
+        std::printf("\n");
+        best += l.task->token_label(f.top.front().first);
+      } else {
+        best += l.task->token_label(id);
+      }
+      if (l.task->tokenizer() && l.task->tokenizer()->kind() == data::TokenizerKind::Word) best += " ";
+    }
+    std::printf("most likely: %s\n", best.c_str());
     return 0;
   });
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "qkv/data/tasks.hpp"
+
 namespace qkv::app {
 
 struct TrainArgs {
@@ -47,11 +49,21 @@ struct GenerateArgs {
 /// as they come, tokens/s on stderr.
 int generate(const GenerateArgs& args);
 
+struct FillArgs {
+  std::string checkpoint, text;
+  std::string mask_text = data::kMaskText;
+  std::size_t top_k = 5;
+  int threads = 0;
+};
+/// The most likely fills of every mask in the text, with a masked language model (model/fill.hpp).
+int fill(const FillArgs& args);
+
 /// The input an instrument reads: the text (or, with `ids`, token ids) when `has_text`, else
 /// held-out example `example` of the validation split.
 struct InputChoice {
   bool has_text = false;
   std::string text;
+  std::string mask_text = data::kMaskText;  ///< how a mask is spelt in `text` (masked models)
   bool ids = false;
   std::size_t example = 0;
 };

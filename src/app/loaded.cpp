@@ -37,9 +37,8 @@ data::Batch input_batch(const Loaded& l, const InputChoice& in) {
                        " examples (0.." + std::to_string(eval.size() - 1) + ")");
     return data::rows(eval, in.example, in.example + 1);
   }
-  const std::vector<Index> ids =
-      in.ids ? model::parse_ids(in.text, l.task->input_vocab(), "--text") : model::encode_text(*l.task, in.text, "--text");
-  return model::single_row(*l.task, ids, "--text");
+  if (in.ids) return data::ids_row(*l.task, model::parse_ids(in.text, l.task->input_vocab(), "--text"), "--text");
+  return l.task->text_row(in.text, "--text", in.mask_text);
 }
 
 std::string percent(double x) {

@@ -193,10 +193,23 @@ int main(int argc, char** argv) {
   gen->add_option("--threads", g.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
   gen->callback([&] { status = qkv::app::generate(g); });
 
+  qkv::app::FillArgs fl;
+  auto* fill = app.add_subcommand("fill", "Fill the masks of a text with a masked language model (task.objective: masked)");
+  fill->add_option("checkpoint", fl.checkpoint, "Checkpoint (.h5) of a masked language model")->required();
+  fill->add_option("--text", fl.text, "Text with one or more [MASK] where tokens are to be filled, e.g. 我爱吃[MASK]果")->required();
+  fill->add_option("--top-k", fl.top_k, "Fills shown per mask (default 5)")->check(whole_number(1, 1000));
+  fill->add_option("--mask-text", fl.mask_text,
+                   "How a mask is written in --text (default [MASK]); to have the characters [MASK] themselves in the "
+                   "text, choose another spelling, e.g. --mask-text _");
+  fill->add_option("--threads", fl.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
+  fill->callback([&] { status = qkv::app::fill(fl); });
+
   // The instruments: one input is --text (or --ids) or --example.
   auto add_input = [](CLI::App* cmd, qkv::app::InputChoice& in) {
     auto* text = cmd->add_option("--text", in.text, "Input text (token ids with --ids)");
     cmd->add_flag("--ids", in.ids, "--text is token ids separated by spaces (synthetic tasks)")->needs(text);
+    cmd->add_option("--mask-text", in.mask_text, "How a mask is written in --text, for masked models (default [MASK])")
+        ->needs(text);
     cmd->add_option("--example", in.example, "Held-out (validation) example index, when no --text (default 0)")
         ->check(whole_number(0))
         ->excludes(text);

@@ -981,4 +981,34 @@ Batch GrammarTask::analyse(const std::string& text) const {
   return b;
 }
 
+Batch GrammarTask::text_row(const std::string& text, const std::string& what, const std::string& mask_text) const {
+  if (!masked() || mask_text.empty() || text.find(mask_text) == std::string::npos) {
+    Batch b;
+    try {
+      b = analyse(text);
+    } catch (const ValueError& e) {
+      throw ValueError(what + ": " + e.what());
+    }
+    // The sentences without the padding after them: no query attends a pad key (the encoder masks
+    // them, a decoder's queries come before them), so the padding changes nothing the row shows.
+    std::size_t n = b.inputs.shape()[1];
+    while (n > 1 && b.inputs(0, n - 1) == pad_token()) --n;
+    Batch row = rows(b, 0, 1);
+    auto cut = [n](const IndexArray& a) {
+      std::vector<std::size_t> shape(a.shape().begin(), a.shape().end());
+      const std::size_t T = shape.back(), lines = a.size() / T;
+      shape.back() = n;
+      IndexArray out = IndexArray::from_shape(shape);
+      for (std::size_t r = 0; r < lines; ++r) std::copy(a.data() + r * T, a.data() + r * T + n, out.data() + r * n);
+      return out;
+    };
+    row.inputs = cut(b.inputs), row.targets = cut(b.targets), row.words = cut(b.words), row.relations = cut(b.relations);
+    return row;
+  }
+  std::vector<Index> ids = encode_with_masks(tokenizer_, text, mask_token(), mask_text, what);
+  const Index stop = tokenizer_.encode(language_ == Language::Zh ? "。" : ".", false, what).front();
+  if (ids.empty() || ids.back() != stop) ids.push_back(stop);
+  return ids_row(*this, ids, what);
+}
+
 }  // namespace qkv::data

@@ -228,6 +228,49 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   return std::make_unique<Seq2Seq>(n, Kind::Sort, o.vocab, o.length);
 }
 
+Batch Task::text_row(const std::string& text, const std::string& what, const std::string& mask_text) const {
+  const Tokenizer* t = tokenizer();
+  if (!t)
+    throw ValueError(what + ": the model was trained on task " + name() +
+                     ", which has token ids, not characters: give token ids (e.g. '3 1 2' with --ids)");
+  return ids_row(*this, encode_with_masks(*t, text, mask_token(), mask_text, what), what);
+}
+
+std::vector<Index> encode_with_masks(const Tokenizer& tokenizer, const std::string& text, Index mask,
+                                     const std::string& mask_text, const std::string& what) {
+  std::vector<Index> ids;
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t at = mask >= 0 && !mask_text.empty() ? text.find(mask_text, from) : std::string::npos;
+    const std::vector<Index> piece = tokenizer.encode(std::string_view(text).substr(from, at - from), false, what);
+    ids.insert(ids.end(), piece.begin(), piece.end());
+    if (at == std::string::npos) break;
+    ids.push_back(mask);
+    from = at + mask_text.size();
+  }
+  return ids;
+}
+
+Batch ids_row(const Task& task, const std::vector<Index>& ids, const std::string& what) {
+  if (task.seq2seq())
+    throw ValueError(what + ": task " + task.name() +
+                     " is sequence-to-sequence (a source and a target): choose a held-out example instead");
+  const std::size_t T = task.input_length();
+  if (ids.empty()) throw ValueError(what + ": empty; give at least one token");
+  if (ids.size() > T)
+    throw ValueError(what + ": " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
+                     std::to_string(T) + " (task.length)");
+  Batch b;
+  b.inputs = IndexArray::from_shape({1, ids.size()});
+  b.targets = IndexArray::from_shape({1, ids.size()});
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    b.inputs(0, i) = ids[i];
+    b.targets(0, i) = task.next_token() && i + 1 < ids.size() ? ids[i + 1] : kIgnore;
+  }
+  b.decoder_inputs = IndexArray::from_shape({0});
+  return b;
+}
+
 Batch concat(const Batch& a, const Batch& b) {
   if (a.size() == 0) return b;
   if (b.size() == 0) return a;

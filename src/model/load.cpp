@@ -75,34 +75,4 @@ std::vector<Index> parse_ids(const std::string& text, std::size_t V, const std::
   return ids;
 }
 
-std::vector<Index> encode_text(const data::Task& task, const std::string& text, const std::string& what) {
-  const data::Tokenizer* t = task.tokenizer();
-  if (!t)
-    throw ValueError(what + ": the model was trained on task " + task.name() +
-                     ", which has token ids, not characters: give token ids (e.g. '3 1 2' with --ids)");
-  std::vector<Index> ids = t->encode(text, false, what);
-  if (ids.empty()) throw ValueError(what + ": empty; give at least one token");
-  return ids;
-}
-
-data::Batch single_row(const data::Task& task, const std::vector<Index>& ids, const std::string& what) {
-  if (task.seq2seq())
-    throw ValueError(what + ": task " + task.name() +
-                     " is sequence-to-sequence (a source and a target): choose a held-out example instead");
-  const std::size_t T = task.input_length();
-  if (ids.empty()) throw ValueError(what + ": empty; give at least one token");
-  if (ids.size() > T)
-    throw ValueError(what + ": " + std::to_string(ids.size()) + " tokens, more than the model's context of " +
-                     std::to_string(T) + " (task.length)");
-  data::Batch b;
-  b.inputs = IndexArray::from_shape({1, ids.size()});
-  b.targets = IndexArray::from_shape({1, ids.size()});
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    b.inputs(0, i) = ids[i];
-    b.targets(0, i) = task.next_token() && i + 1 < ids.size() ? ids[i + 1] : data::kIgnore;
-  }
-  b.decoder_inputs = IndexArray::from_shape({0});
-  return b;
-}
-
 }  // namespace qkv::model

@@ -25,16 +25,25 @@ namespace {
 
 class EncoderTaskModel : public TaskModel {
  public:
-  EncoderTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) {
+  EncoderTaskModel(const config::Config& cfg, const data::Task& task, Generator& gen) : pad_(task.pad_token()) {
     nn::TransformerOptions o = cfg.model;
     o.max_len = std::max(o.max_len, task.input_length());
     model_ = std::make_unique<nn::EncoderModel<float>>(task.input_vocab(), task.num_classes(), o, gen);
   }
   nn::Module<float>& module() override { return *model_; }
-  Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs); }
+  // A task with padding (the grammar's rows end in it): no query attends a pad key, as BERT's
+  // attention mask, so a sentence reads the same whatever padding follows it.
+  Variable<float> logits(const data::Batch& b) override {
+    if (pad_ < 0) return model_->forward(b.inputs);
+    Mask pad = Mask::from_shape(b.inputs.shape());
+    bool any = false;
+    for (std::size_t i = 0; i < b.inputs.size(); ++i) any |= (pad.data()[i] = b.inputs.data()[i] == pad_);
+    return any ? model_->forward(b.inputs, KeyPaddingMask::ignore_where(std::move(pad))) : model_->forward(b.inputs);
+  }
   IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
 
  private:
+  Index pad_;
   std::unique_ptr<nn::EncoderModel<float>> model_;
 };
 
@@ -120,6 +129,9 @@ std::unique_ptr<TaskModel> make_model(const config::Config& cfg, const data::Tas
   if (task.next_token() && cfg.model.arch != nn::Arch::Decoder)
     throw ValueError("model.arch: task '" + task.name() + "' predicts the next token and needs arch decoder (causal: an " +
                      arch + " would read the answer), found '" + arch + "'");
+  if (task.masked() && cfg.model.arch != nn::Arch::Encoder)
+    throw ValueError("model.arch: task '" + task.name() + "' predicts masked tokens from both sides and needs arch encoder (a " +
+                     arch + " reads one side only), found '" + arch + "'");
   if (cfg.model.arch == nn::Arch::Decoder) return std::make_unique<DecoderTaskModel>(cfg, task, gen);
   if (cfg.model.arch != nn::Arch::Encoder)
     throw ValueError("model.arch: task '" + task.name() + "' labels positions and needs arch encoder or decoder, found '" + arch + "'");

@@ -94,6 +94,12 @@ class GrammarTask final : public Task {
   }
   Batch examples(Split split, std::uint64_t seed, std::uint64_t first, std::size_t count) const override;
 
+  /// analyse(text) without the padding after the last sentence (the encoder attends no pad key,
+  /// a decoder's queries come before them: what the row shows does not change); with a
+  /// `mask_text` in a masked task's text, the tokens with mask ids instead and the final "。" /
+  /// "." added when missing, without words and relations (a sentence with a hole is not analysed).
+  Batch text_row(const std::string& text, const std::string& what, const std::string& mask_text = kMaskText) const override;
+
   Language language() const { return language_; }
   /// One row (1, T) holding the sentences of `text` (each ending in "。" / "."; the last may leave
   /// it out) as examples() would: tokens, padding, words and relations; targets as the objective

@@ -161,7 +161,22 @@ class Task {
   virtual const Tokenizer* tokenizer() const { return nullptr; }
   /// A printable label of input token `id` (the character of a text task, the id otherwise).
   virtual std::string token_label(Index id) const { return std::to_string(id); }
+  /// The row (1, T') a model reads for `text` (what the instruments and `qkv fill` run on): the
+  /// tokenizer's ids of the text, each occurrence of `mask_text` becoming mask_token() when the
+  /// task has one; at most input_length() tokens; targets the next tokens within the row for
+  /// next-token tasks, else kIgnore. The grammar analyses the text into its words and relations
+  /// and pads the row as its examples are. ValueError naming `what` for a task without a
+  /// tokenizer (token ids only: ids_row), characters outside the vocabulary, empty or too long text.
+  virtual Batch text_row(const std::string& text, const std::string& what, const std::string& mask_text = kMaskText) const;
 };
+
+/// One row (1, n) of token ids for `task`: n >= 1, at most task.input_length() (ValueError naming
+/// `what`), decoder_inputs of shape (0,), targets as Task::text_row gives them.
+Batch ids_row(const Task& task, const std::vector<Index>& ids, const std::string& what);
+/// The tokenizer's ids of `text`, each occurrence of `mask_text` (when not empty and `mask` >= 0)
+/// becoming `mask`. ValueError naming `what` for characters outside the vocabulary.
+std::vector<Index> encode_with_masks(const Tokenizer& tokenizer, const std::string& text, Index mask,
+                                     const std::string& mask_text, const std::string& what);
 
 /// The task named by options.name. Throws OptionError naming the bad option, ValueError for a
 /// corpus that cannot be used (naming the file). A text task built with `tokenizer` uses that

@@ -44,12 +44,4 @@ LoadedModel load_model(const std::string& path, const std::vector<std::string>& 
 
 /// Token ids separated by spaces, each in [0, V); `what` names the option in errors.
 std::vector<Index> parse_ids(const std::string& text, std::size_t V, const std::string& what);
-/// The token ids of `text` for `task`'s tokenizer; ValueError naming `what` for a task without
-/// one (token ids only), characters outside the vocabulary, or empty text.
-std::vector<Index> encode_text(const data::Task& task, const std::string& text, const std::string& what);
-/// One row of `ids` (at most the model's context, task.input_length(); ValueError naming `what`
-/// otherwise). Targets: the next tokens within the row for next-token tasks, else unscored.
-/// For an encoder-decoder task: ValueError (it reads a source and a target).
-data::Batch single_row(const data::Task& task, const std::vector<Index>& ids, const std::string& what);
-
 }  // namespace qkv::model
