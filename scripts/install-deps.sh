@@ -5,6 +5,9 @@
 #   scripts/install-deps.sh            build + test dependencies (C++, MPI, and Debian's Python
 #                                      numpy / h5py / matplotlib, which tests and tools use)
 #   scripts/install-deps.sh --python   also PyTorch, for benchmarks and the PyTorch bridge
+#   scripts/install-deps.sh --dev      also the developers' tools: perf (linux-perf) for the
+#                                      profiles of docs/performance.md, oneDNN (libdnnl-dev) for
+#                                      the GEMM comparison of bench_kernels
 set -euo pipefail
 
 packages=(
@@ -14,12 +17,18 @@ packages=(
   doctest-dev libhdf5-dev hdf5-tools libyaml-cpp-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-matplotlib
-  chromium fonts-wqy-microhei   # the attention viewer's browser test (tests/viewer/browser_test.py)
+  chromium fonts-wqy-microhei   # the viewer's and the studio's browser tests (tests/viewer/browser_test.py)
+  libcpp-httplib-dev            # qkv serve: the studio's local HTTP server
+  pybind11-dev python3-pybind11 python3-pytest   # import qkv: the Python module and its tests
   fortunes fortunes-zh          # the corpora of configs/fortunes.yaml and configs/zh.yaml (tests make their own)
 )
-if [[ "${1:-}" == "--python" ]]; then
-  packages+=(python3-torch)
-fi
+for arg in "$@"; do
+  case $arg in
+    --python) packages+=(python3-torch) ;;
+    --dev) packages+=(linux-perf libdnnl-dev) ;;
+    *) echo "install-deps: unknown option '$arg' (expected --python or --dev)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
