@@ -1,0 +1,31 @@
+"""qkv from Python: the engine and the instruments of the qkv command, in a notebook.
+
+Load a checkpoint, run it with a cache of every activation under its hook-point name, change
+activations with Python functions (ablation, patching, steering), run the instruments and train,
+with the same numbers as the `qkv` command:
+
+    import qkv
+    m = qkv.load("runs/grammar_zh/best.h5")
+    logits, cache = m.run_with_cache("我爱吃苹果")
+    cache["blocks.0.attn.hook_pattern"]          # numpy (1, H, T, T)
+    qkv.heads(m)                                 # the table of `qkv heads`
+    qkv.train("configs/sort.yaml", overrides={"train.steps": 200}, out="runs/sort")
+
+Arrays are numpy arrays over qkv's own buffers (no copy). The GIL is released while a model runs
+and while training, and taken back only to call your hooks and callbacks. The module leaves the
+interpreter's process as it found it: no signal handler (Ctrl-C stays Python's KeyboardInterrupt),
+no environment change. docs/python.md is the guide.
+"""
+
+from ._qkv import ConfigError, Error, IoError, ShapeError, __version__
+from .instruments import ablate, explain, fill, generate, heads, patch
+from .model import ActivationCache, HookPoint, Model, load
+from .runtime import info, num_threads, set_num_threads
+from .training import train
+
+__all__ = [
+    "load", "Model", "ActivationCache", "HookPoint",
+    "heads", "ablate", "explain", "fill", "generate", "patch",
+    "train", "info", "num_threads", "set_num_threads",
+    "Error", "ConfigError", "IoError", "ShapeError", "__version__",
+]

@@ -1,0 +1,307 @@
+#include "model.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "app/loaded.hpp"
+#include "app/runtime.hpp"
+#include "arrays.hpp"
+#include "qkv/autograd/tape.hpp"
+#include "qkv/tensor/names.hpp"
+
+namespace qkv::python {
+namespace {
+
+// Every id of `a` in [0, n) (or kIgnore when `ignore_ok`); ValueError naming `what` otherwise.
+void check_ids(const IndexArray& a, std::size_t n, const std::string& what, bool ignore_ok = false) {
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const Index id = a.data()[i];
+    if ((id >= 0 && std::size_t(id) < n) || (ignore_ok && id == data::kIgnore)) continue;
+    const std::size_t T = a.shape()[1];
+    throw py::value_error(what + ": id " + std::to_string(id) + " at (" + std::to_string(i / T) + ", " +
+                          std::to_string(i % T) + ") is outside the vocabulary [0, " + std::to_string(n) + ")" +
+                          (ignore_ok ? " (or -100: not scored)" : ""));
+  }
+}
+
+IndexArray ignored(std::size_t B, std::size_t T) {
+  IndexArray t = IndexArray::from_shape({B, T});
+  std::fill(t.begin(), t.end(), data::kIgnore);
+  return t;
+}
+
+// A forward hook that hands the activation to the Python callable `fn` (a read-only view) and
+// returns what it returns: None keeps the value, an array of the same shape replaces it. `fn` is
+// borrowed: the caller's list owns it for the duration of the forward pass.
+nn::ForwardHook<float> python_hook(std::string name, py::handle fn, int* fired) {
+  return [name, fn, fired](const Variable<float>& x) -> Variable<float> {
+    ++*fired;
+    py::gil_scoped_acquire gil;
+    py::array_t<float> given = view(x, false);
+    py::object r;
+    try {
+      r = fn(given);
+    } catch (py::error_already_set& e) {
+      if (e.matches(PyExc_ValueError) && std::string(e.what()).find("read-only") != std::string::npos) {
+        py::raise_from(e, PyExc_ValueError,
+                       ("hook '" + name + "' wrote into the activation it was given, a read-only view of qkv's " +
+                        "buffer: return a changed copy instead (x = x.copy(); x[...] = ...; return x)")
+                           .c_str());
+        throw py::error_already_set();
+      }
+      throw;
+    }
+    if (r.is_none() || r.ptr() == given.ptr()) return x;
+    const std::vector<py::ssize_t> expected(x.shape().begin(), x.shape().end());
+    py::array out = py::array::ensure(r);
+    if (!out)
+      throw py::type_error("hook '" + name + "' returned a " + std::string(py::str(py::type::of(r).attr("__name__"))) +
+                           ": expected None or an array of shape " + shape_text(expected));
+    const std::vector<py::ssize_t> found(out.shape(), out.shape() + out.ndim());
+    if (found != expected)
+      throw py::value_error("hook '" + name + "' returned an array of shape " + shape_text(found) + ", expected " +
+                            shape_text(expected) + " (the shape of the activation at " + name + ")");
+    return Variable<float>(float_array(out));
+  };
+}
+
+// ValueError for names that no module produced a value at during the forward pass.
+const std::string& name_of(const std::string& s) { return s; }
+const std::string& name_of(const std::pair<std::string, py::handle>& p) { return p.first; }
+template <class Names>
+void check_fired(const Names& names, const std::vector<int>& fired) {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (!fired[i])
+      throw py::value_error("'" + name_of(names[i]) + "' produced no value in this forward pass (a module that returns " +
+                            "several values, such as an attention layer, is read at its hook points: " + name_of(names[i]) +
+                            ".hook_result, ...)");
+}
+
+}  // namespace
+
+Model::Model(const std::string& path, const std::vector<std::string>& task_overrides)
+    : l_(app::load(path, task_overrides, false)) {}
+
+void Model::ensure_data() {
+  if (l_.data) return;
+  // As app::load with data: the held-out sets must fit in memory, and the task is the one the
+  // checkpoint's model was trained on (a text model's corpus read with the stored vocabulary).
+  const std::size_t need = config::estimate_data_bytes(l_.cfg), have = app::physical_memory_bytes();
+  if (have > 0 && need > have)
+    throw config::ConfigError(l_.path + ":/config", 0, "task.eval_size",
+                              "its held-out sets would need about " + std::to_string(need / 1000000) +
+                                  " MB, more than the " + std::to_string(have / 1000000) + " MB of memory available");
+  std::optional<data::Tokenizer> tokenizer;
+  if (const data::Tokenizer* t = l_.task->tokenizer()) tokenizer = *t;
+  std::shared_ptr<data::Task> task = data::make_task(l_.cfg.task, tokenizer ? &*tokenizer : nullptr);
+  l_.data = std::make_unique<data::Dataset>(task, l_.cfg.seed, l_.cfg.task.eval_size, l_.cfg.task.train_size);
+  l_.task = task;
+}
+
+data::Batch Model::held_out(const std::string& split, std::size_t count) {
+  if (split != "validation" && split != "test")
+    throw py::value_error("split: expected 'validation' or 'test', found '" + split + "'" +
+                          did_you_mean(split, {"validation", "test"}));
+  ensure_data();
+  const data::Batch& all = split == "test" ? l_.data->test_set() : l_.data->eval_set();
+  return data::rows(all, 0, count ? std::min(count, all.size()) : all.size());
+}
+
+std::string Model::config_yaml() const { return config::to_yaml(l_.cfg); }
+
+std::size_t Model::max_len() const {
+  const data::Task& t = *l_.task;
+  if (l_.cfg.model.arch == nn::Arch::Decoder) return t.input_length();
+  return std::max({l_.cfg.model.max_len, t.input_length(), t.seq2seq() ? t.target_length() : 0});
+}
+
+std::vector<std::string> Model::hook_names() const {
+  std::vector<std::string> out;
+  for (auto& [name, point] : l_.model->module().modules_of_type<nn::HookPoint<float>>()) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> Model::module_names() const {
+  std::vector<std::string> out;
+  for (auto& [name, m] : l_.model->module().named_modules())
+    if (!name.empty() && !dynamic_cast<nn::HookPoint<float>*>(m)) out.push_back(name);
+  return out;
+}
+
+py::list Model::attention_layers() {
+  py::list out;
+  std::size_t index = 0;
+  for (auto& [name, layer] : model::attention_layers(*l_.model)) {
+    py::dict d;
+    d["name"] = name;
+    d["index"] = index++;
+    d["kind"] = model::attention_kind_name(l_.model->attention_kind(*layer));
+    d["heads"] = layer->num_heads();
+    d["head_dim"] = layer->head_dim();
+    d["value_dim"] = layer->value_dim();
+    out.append(d);
+  }
+  return out;
+}
+
+py::dict Model::text_row(const std::string& text, const std::string& mask_text) {
+  return batch_dict(l_.task->text_row(text, "text", mask_text));
+}
+
+py::dict Model::ids_row(const py::handle& ids) {
+  IndexArray a = index_array(ids, "ids");
+  if (a.shape()[0] != 1) throw py::value_error("ids: expected one row of token ids, found " + shape_str(a.shape()));
+  check_ids(a, l_.task->input_vocab(), "ids");
+  return batch_dict(data::ids_row(*l_.task, std::vector<Index>(a.begin(), a.end()), "ids"));
+}
+
+data::Batch Model::batch(const py::dict& d) const {
+  const data::Task& task = *l_.task;
+  if (!d.contains("inputs")) throw py::value_error("batch: expected a dict with 'inputs' (B, T) token ids");
+  data::Batch b;
+  b.inputs = index_array(d["inputs"], "inputs");
+  check_ids(b.inputs, task.input_vocab(), "inputs");
+  const std::size_t B = b.inputs.shape()[0], T = b.inputs.shape()[1];
+  if (T > max_len())
+    throw py::value_error("inputs: " + std::to_string(T) + " tokens, more than the model's context of " +
+                          std::to_string(max_len()));
+  b.decoder_inputs = IndexArray::from_shape({0});
+  std::size_t Tt = T;
+  const bool has_decoder = d.contains("decoder_inputs") && !d["decoder_inputs"].is_none();
+  if (task.seq2seq()) {
+    if (!has_decoder)
+      throw py::value_error("decoder_inputs: " + l_.path + " is an encoder-decoder model (task " + task.name() +
+                            "): give 'decoder_inputs' (B, Tt) with 'inputs', or use a held-out example");
+    b.decoder_inputs = index_array(d["decoder_inputs"], "decoder_inputs");
+    check_ids(b.decoder_inputs, task.target_vocab(), "decoder_inputs");
+    Tt = b.decoder_inputs.shape()[1];
+    if (b.decoder_inputs.shape()[0] != B)
+      throw py::value_error("decoder_inputs: " + std::to_string(b.decoder_inputs.shape()[0]) + " rows, inputs " +
+                            std::to_string(B));
+    if (Tt > max_len())
+      throw py::value_error("decoder_inputs: " + std::to_string(Tt) + " tokens, more than the model's context of " +
+                            std::to_string(max_len()));
+  } else if (has_decoder) {
+    throw py::value_error("decoder_inputs: " + l_.path + " is not an encoder-decoder model; give 'inputs' only");
+  }
+  if (d.contains("targets") && !d["targets"].is_none()) {
+    b.targets = index_array(d["targets"], "targets");
+    if (b.targets.shape()[0] != B || b.targets.shape()[1] != Tt)
+      throw py::value_error("targets: expected shape (" + std::to_string(B) + ", " + std::to_string(Tt) + "), found " +
+                            shape_str(b.targets.shape()));
+    check_ids(b.targets, task.num_classes(), "targets", true);
+  } else {
+    b.targets = ignored(B, Tt);
+  }
+  return b;
+}
+
+py::dict Model::batch_dict(data::Batch b) {
+  py::dict d;
+  d["inputs"] = adopt<Index>(std::move(b.inputs));
+  d["targets"] = adopt<Index>(std::move(b.targets));
+  if (b.decoder_inputs.dimension() == 2) d["decoder_inputs"] = adopt<Index>(std::move(b.decoder_inputs));
+  if (b.words.dimension() == 2) d["words"] = adopt<Index>(std::move(b.words));
+  if (b.relations.dimension() == 3) d["relations"] = adopt<Index>(std::move(b.relations));
+  return d;
+}
+
+void Model::check_name(const std::string& name, const char* what) const {
+  const std::vector<std::string> points = hook_names(), modules = module_names();
+  if (std::find(points.begin(), points.end(), name) != points.end()) return;
+  if (std::find(modules.begin(), modules.end(), name) != modules.end()) return;
+  std::vector<std::string> all = points;
+  all.insert(all.end(), modules.begin(), modules.end());
+  throw py::value_error(std::string(what) + ": no hook point or module named '" + name + "'" + did_you_mean(name, all) +
+                        " (Model.hook_names lists the " + std::to_string(points.size()) + " hook points)");
+}
+
+std::vector<std::pair<std::string, py::handle>> Model::python_hooks(const py::list& hooks) const {
+  std::vector<std::pair<std::string, py::handle>> out;
+  for (const py::handle& item : hooks) {
+    const py::tuple pair = item.cast<py::tuple>();
+    if (pair.size() != 2 || !PyCallable_Check(pair[1].ptr()))
+      throw py::type_error("fwd_hooks: expected (name, function) pairs");
+    out.emplace_back(pair[0].cast<std::string>(), pair[1]);
+    check_name(out.back().first, "fwd_hooks");
+  }
+  return out;
+}
+
+py::tuple Model::run(const py::dict& batch_in, const std::vector<std::string>& record, const py::list& hooks) {
+  const data::Batch b = batch(batch_in);
+  for (auto& name : record) check_name(name, "names_filter");
+  const auto fns = python_hooks(hooks);
+  std::vector<int> hook_fired(fns.size(), 0), record_fired(record.size(), 0);
+  std::vector<Variable<float>> recorded(record.size());
+  std::vector<std::size_t> order;  // record indices in the order their values were produced
+  Variable<float> logits;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mutex_);
+    nn::HookScope<float> scope(l_.model->module());
+    for (std::size_t i = 0; i < fns.size(); ++i)  // first: the cache sees the values they leave
+      scope.add(fns[i].first, python_hook(fns[i].first, fns[i].second, &hook_fired[i]));
+    for (std::size_t i = 0; i < record.size(); ++i)
+      scope.add(record[i], [i, &recorded, &record_fired, &order](const Variable<float>& x) {
+        if (!record_fired[i]++) order.push_back(i);
+        recorded[i] = x;  // a handle: the value is kept, not copied
+        return x;
+      });
+    NoGradGuard no_grad;
+    nn::EvalGuard<float> eval(l_.model->module());
+    logits = l_.model->logits(b);
+  }
+  check_fired(record, record_fired);
+  check_fired(fns, hook_fired);
+  py::dict cache;
+  for (std::size_t i : order) cache[py::str(record[i])] = view(recorded[i]);
+  return py::make_tuple(view(logits), cache);
+}
+
+py::dict Model::evaluate(const py::dict& batch_in, const py::list& hooks, std::size_t batch_size) {
+  const data::Batch b = batch(batch_in);
+  if (batch_size == 0) throw py::value_error("batch_size: expected at least 1");
+  const auto fns = python_hooks(hooks);
+  std::vector<int> fired(fns.size(), 0);
+  model::EvalMetrics m;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mutex_);
+    nn::HookScope<float> scope(l_.model->module());
+    for (std::size_t i = 0; i < fns.size(); ++i) scope.add(fns[i].first, python_hook(fns[i].first, fns[i].second, &fired[i]));
+    m = model::evaluate(*l_.model, b, batch_size);
+  }
+  check_fired(fns, fired);
+  py::dict d;
+  d["loss"] = m.loss;
+  d["token_accuracy"] = m.token_accuracy;
+  d["sequence_accuracy"] = m.sequence_accuracy;
+  return d;
+}
+
+std::vector<double> Model::time_cxx_forward(const py::dict& batch_in, const std::vector<std::string>& record,
+                                            std::size_t repeats) {
+  const data::Batch b = batch(batch_in);
+  for (auto& name : record) check_name(name, "record");
+  std::vector<double> seconds;
+  py::gil_scoped_release nogil;
+  std::lock_guard<std::mutex> lock(mutex_);
+  NoGradGuard no_grad;
+  for (std::size_t r = 0; r <= repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (record.empty()) {
+      (void)l_.model->logits(b);
+    } else {
+      Variable<float> logits;
+      auto cache = nn::run_with_cache(l_.model->module(), [&] { logits = l_.model->logits(b); }, record);
+      (void)cache;
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) seconds.push_back(s);  // the first is a warm-up (the pool fills)
+  }
+  return seconds;
+}
+
+}  // namespace qkv::python
