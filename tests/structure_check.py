@@ -11,6 +11,8 @@
    (directly or through others) includes it: the allowed graph has no cycle.
 2. Process. The library (everything but src/app) leaves the process as it found it: no signal
    handlers, exits, environment changes, re-execution or printing to stderr (FORBIDDEN below).
+   src/python, the Python module, is an application (it may include every layer and src/app),
+   but it lives in the interpreter's process: the same rules hold for it.
 3. Size. autograd/ and ops/ (headers and sources) stay under CAP lines: the engine's size when it
    was introduced (2,266 lines) plus room for rotary embeddings and two fused dropout ops;
    raising it is a decision to make in review, not a side effect.
@@ -97,6 +99,14 @@ def main(argv):
         rel = path.relative_to(root)
         layer = layer_of(rel)
         if layer is None or layer == "app":
+            continue
+        if layer == "python":  # an application in another program's process: rule 2 only
+            checked += 1
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                for pattern, what in FORBIDDEN:
+                    if pattern.search(strip_comments(line)):
+                        problems.append(f"{rel}:{n}: the Python module {what}; it runs in the interpreter's "
+                                        "process, which it must leave as it found it")
             continue
         if layer not in LAYERS:
             problems.append(f"{rel}: folder '{layer}' is not a layer of the architecture (tests/structure_check.py ALLOWED)")

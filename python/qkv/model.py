@@ -239,6 +239,11 @@ class Model:
         return (f"qkv.Model({self.path!r}: {self.arch} on task {self.task}, {len(self.attention_layers)} attention "
                 f"layers ({heads} heads), vocabulary {self.vocab_size}, {self.num_parameters} parameters)")
 
+    def state_dict(self):
+        """{dotted name: parameter} in registration order ("blocks.0.attn.w_q.weight" (H*D, C), ...):
+        read-only numpy views of the model's own parameters (no copy; the checkpoint's /model)."""
+        return self._m.state_dict()
+
     # ---- tokens ----
     def tokenize(self, text, mask_text=MASK_TEXT):
         """The tokenizer's ids of `text` (each `mask_text` the mask token of a masked model); no

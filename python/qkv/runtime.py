@@ -1,5 +1,7 @@
 """The process side of qkv in Python: threads and which BLAS kernel runs."""
 
+import os
+
 from . import _qkv
 
 
@@ -24,6 +26,7 @@ def info():
     OPENBLAS_CORETYPE=<cpu_core_type> (docs/python.md, "Speed").
     """
     d = dict(_qkv.info())
+    d["openblas_coretype"] = os.environ.get("OPENBLAS_CORETYPE")
     d["blas_kernel"] = d["blas"].rsplit("kernel ", 1)[-1] if "kernel " in d["blas"] else ""
     want = d["cpu_core_type"]
     if want and d["blas_kernel"].lower() != want.lower():

@@ -7,8 +7,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstdlib>
-
 #include "arrays.hpp"
 #include "instruments.hpp"
 #include "model.hpp"
@@ -54,8 +52,6 @@ py::dict info() {
   d["version"] = QKV_VERSION;
   d["blas"] = qkv::kernels::blas_info();  // opens OpenBLAS if no product has yet
   d["cpu_core_type"] = qkv::kernels::blas_core_type_for_cpu();
-  const char* env = std::getenv("OPENBLAS_CORETYPE");
-  d["openblas_coretype"] = env ? py::object(py::str(env)) : py::object(py::none());
   d["threads"] = qkv::num_threads();
 #ifdef _OPENMP
   d["openmp"] = true;
@@ -162,6 +158,11 @@ PYBIND11_MODULE(_qkv, m) {
         }
         return Model::batch_dict(std::move(b));
       })
+      .def("state_dict", [](Model& s) {
+        py::dict d;  // read-only views of the parameters (no copy)
+        for (auto& [name, p] : s.task_model().module().named_parameters()) d[py::str(name)] = qkv::python::view(p, false);
+        return d;
+      })
       .def("run", &Model::run)
       .def("evaluate", &Model::evaluate)
       .def("time_cxx_forward", &Model::time_cxx_forward);
@@ -187,6 +188,8 @@ PYBIND11_MODULE(_qkv, m) {
   m.def("train", &qkv::python::train);
 
   m.def("info", &info);
+  m.def("cpu_core_type", &qkv::kernels::blas_core_type_for_cpu,
+        "The OpenBLAS core type that fits this CPU (what the qkv command runs); does not open OpenBLAS");
   m.def("num_threads", &qkv::num_threads);
   m.def("set_num_threads", [](int n) {
     if (n < 1) throw py::value_error("set_num_threads: expected at least 1 thread, found " + std::to_string(n));
