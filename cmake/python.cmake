@@ -11,7 +11,10 @@ set(QKV_HAVE_PYTHON OFF)
 set(QKV_PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The Python interpreter the module qkv is built for")
 set(QKV_PYTHON_INSTALL_DIR lib/python3/dist-packages CACHE STRING
     "Where the Python package qkv is installed, relative to CMAKE_INSTALL_PREFIX")
-if(QKV_PYTHON)
+if(QKV_PYTHON AND QKV_SANITIZE)
+  # An AddressSanitizer-instrumented extension does not load into an uninstrumented interpreter.
+  message(STATUS "qkv: no Python module in a sanitizer build (QKV_SANITIZE=ON)")
+elseif(QKV_PYTHON)
   # pybind11's classic mode finds the interpreter named by PYTHON_EXECUTABLE: not the first
   # python3 on PATH (a pyenv one, say), which may lack numpy or be another version.
   set(PYTHON_EXECUTABLE ${QKV_PYTHON_EXECUTABLE} CACHE FILEPATH "" FORCE)

@@ -55,9 +55,11 @@ nn::ForwardHook<float> python_hook(std::string name, py::handle fn, int* fired) 
     if (r.is_none() || r.ptr() == given.ptr()) return x;
     const std::vector<py::ssize_t> expected(x.shape().begin(), x.shape().end());
     py::array out = py::array::ensure(r);
-    if (!out)
+    const char kind = out ? out.dtype().kind() : '?';
+    if (kind != 'f' && kind != 'i' && kind != 'u' && kind != 'b')
       throw py::type_error("hook '" + name + "' returned a " + std::string(py::str(py::type::of(r).attr("__name__"))) +
-                           ": expected None or an array of shape " + shape_text(expected));
+                           (py::isinstance<py::array>(r) ? " of dtype " + std::string(py::str(out.dtype())) : "") +
+                           ": expected None or an array of numbers of shape " + shape_text(expected));
     const std::vector<py::ssize_t> found(out.shape(), out.shape() + out.ndim());
     if (found != expected)
       throw py::value_error("hook '" + name + "' returned an array of shape " + shape_text(found) + ", expected " +

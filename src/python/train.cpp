@@ -100,6 +100,8 @@ py::dict train(const TrainArgs& a, const py::object& callback, const py::object&
     } catch (py::error_already_set& e) {
       if (e.matches(PyExc_StopIteration))
         outcome.callback_stop = true;
+      else if (e.matches(PyExc_KeyboardInterrupt))
+        outcome.interrupt = e;  // Ctrl-C while the callback ran: as between steps
       else
         outcome.error = e;  // re-raised after the loop has stopped and saved last.h5
     }

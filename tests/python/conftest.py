@@ -7,14 +7,17 @@ The module is imported from BUILD/python, the command is BUILD/qkv. Without the 
 is skipped, except under CI=true, where that fails (CI must run every test); CTest runs it as
 `python.pytest` (tests/CMakeLists.txt).
 
-Bit-for-bit comparisons with the qkv command need both sides on one OpenBLAS kernel: OpenBLAS
-reads OPENBLAS_CORETYPE when qkv opens it (at the first product), the command picks its own from
-the CPU unless QKV_BLAS_CORETYPE is set. So this process sets OPENBLAS_CORETYPE to the core type
-the command would choose before any product, and every command the tests run gets
-QKV_BLAS_CORETYPE set to the kernel this process then runs: the same kernel on any CPU.
+Bit-for-bit comparisons with the qkv command need both sides on one OpenBLAS kernel. OpenBLAS
+reads OPENBLAS_CORETYPE once, when the first library loads it: `import numpy` does (Debian's
+libblas.so.3 is OpenBLAS), and so `import qkv`. The command chooses its own kernel from the CPU
+unless QKV_BLAS_CORETYPE is set. So, before anything imports numpy, this process sets
+OPENBLAS_CORETYPE to the kernel the command chooses here (as `qkv info` reports it), and every
+command and Python process the tests start gets the kernel this process then runs
+(QKV_BLAS_CORETYPE, OPENBLAS_CORETYPE): the same kernel on any CPU.
 """
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -36,17 +39,21 @@ def pytest_configure(config):
     build = pathlib.Path(build).resolve()
     os.environ["QKV_BUILD_DIR"] = str(build)
     sys.path.insert(0, str(build / "python"))
+    # Before numpy is imported: the kernel the command runs on this CPU.
+    cli = build / "qkv"
+    if cli.exists():
+        env = {k: v for k, v in os.environ.items() if k != "QKV_BLAS_CORETYPE"}
+        out = subprocess.run([str(cli), "info"], capture_output=True, text=True, env=env).stdout
+        m = re.search(r"kernel (\w+)", out)
+        if m:
+            os.environ["OPENBLAS_CORETYPE"] = m.group(1)
     try:
-        import qkv._qkv as ext
+        import qkv  # noqa: F401
     except ImportError as e:
         why = f"the Python module is not built in {build} ({e}); build it with pybind11-dev installed (QKV_PYTHON=ON)"
         if _under_ci():
             pytest.exit(f"required under CI=true, but not available: {why}", returncode=1)
         pytest.exit(f"[qkv] SKIPPED: {why}", returncode=0)
-    # Before qkv's first product: the kernel the command would run here.
-    core = ext.cpu_core_type()
-    if core:
-        os.environ["OPENBLAS_CORETYPE"] = core
 
 
 class Cli:
@@ -56,7 +63,9 @@ class Cli:
         self.path = build / "qkv"
         import qkv
         self.kernel = qkv.info()["blas_kernel"]
-        self.env = dict(os.environ, QKV_BLAS_CORETYPE=self.kernel, OMP_WAIT_POLICY="passive")
+        # Commands and Python processes the tests start run this process's kernel.
+        self.env = dict(os.environ, QKV_BLAS_CORETYPE=self.kernel, OPENBLAS_CORETYPE=self.kernel,
+                        OMP_WAIT_POLICY="passive")
 
     def run(self, *args, check=True, cwd=None):
         r = subprocess.run([str(self.path), *map(str, args)], capture_output=True, text=True, env=self.env, cwd=cwd)

@@ -52,9 +52,9 @@ def test_ablate_equals_qkv_ablate(grammar, grammar_ckpt, cli, workdir):
     assert e["heads"] == "0.1,1.0,1.1,1.2,1.3" and a["heads"] == [(0, 1), (1, 0), (1, 1), (1, 2), (1, 3)]
     assert (g9(a["loss"]), g9(a["token_accuracy"])) == (e["loss"], e["token_accuracy"])
     # The pruning curve.
-    cli.run("ablate", grammar_ckpt, "--prune", "--step", 3, "--examples", 32, "--csv", out)
+    cli.run("ablate", grammar_ckpt, "--prune", "--step", 3, "--examples", 16, "--csv", out)
     expected = rows(out.read_text())
-    curve = qkv.ablate(grammar, prune=True, step=3, examples=32)["curve"]
+    curve = qkv.ablate(grammar, prune=True, step=3, examples=16)["curve"]
     assert [g9(p["loss"]) for p in curve] == [e["loss"] for e in expected]
     assert [" ".join(f"{l}.{h}" for l, h in p["removed"]) for p in curve] == [e["heads"] for e in expected]
 
