@@ -236,3 +236,22 @@ def report_missing(*messages):
     for m in found:
         print(m, file=sys.stderr)
     return bool(found)
+
+
+def restart_with_blas_env(marker):
+    """For a script that imports numpy and qkv's Python module: when the environment lacks the
+    OpenBLAS core type the qkv command would choose here (blas_coretype) or OMP_WAIT_POLICY
+    (the command sets passive: idle threads then sleep instead of spinning, which on a shared
+    machine costs a 2-thread step several times its time), restart this script with them set.
+    Both are read when the libraries load, so they must be in the environment before Python
+    starts. `marker` names the variable that tells the restarted process it was restarted.
+    Returns (core type, how it was chosen)."""
+    core, how = blas_coretype(cpu_info()[1])
+    missing = (core and os.environ.get("OPENBLAS_CORETYPE") != core) or "OMP_WAIT_POLICY" not in os.environ
+    if missing and marker not in os.environ:
+        env = dict(os.environ, **{marker: "1"})
+        if core:
+            env["OPENBLAS_CORETYPE"] = core
+        env.setdefault("OMP_WAIT_POLICY", "passive")
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
+    return core, how

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""The cost of calling qkv from Python: run_with_cache against the same forward pass in C++.
+
+    scripts/bench_python.py [--qkv build/qkv] [--checkpoint CKPT] [--repeats 200] [--threads 1]
+                            [--out bench/results/DATE-CPU-python.md]
+
+On a configs/zh.yaml-shaped model (a decoder of 3 layers, width 128, 4 heads, rotary positions,
+5,452-character vocabulary; the checkpoint is trained for 20 steps unless one is given: the
+weights do not change the cost) and one 64-token row, in one process and interleaved:
+
+  C++  model.logits                    the forward pass alone (TaskModel::logits)
+  C++  nn::run_with_cache, all points  the forward pass recording every hook point (copies)
+  C++  nn::run_with_cache, patterns    recording the hook_pattern points only
+  Py   m(x)                            Model.__call__
+  Py   m.run_with_cache(x)             every hook point (views of qkv's buffers)
+  Py   m.run_with_cache(x, patterns)   names_filter="*.hook_pattern"
+
+and reports medians, the ratios of each Python call to its C++ twin, and the memory a cache of
+the patterns holds: bytes of qkv's pool in use while the cache lives, against the patterns' bytes,
+and what Python allocated (tracemalloc) during the call. The C++ side runs inside the module
+(Model.time_cxx_forward), the same compiled code without the interpreter in the loop.
+
+OpenBLAS's kernel and idle threads: like the qkv command, the script chooses the kernel from the
+CPU and waits passively (scripts/machine.py, restart_with_blas_env: it restarts itself with
+OPENBLAS_CORETYPE and OMP_WAIT_POLICY set): numpy and qkv share one OpenBLAS, which reads the
+variable when numpy is imported.
+"""
+import argparse
+import datetime
+import os
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import machine  # noqa: E402
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--qkv", default=str(ROOT / "build" / "qkv"), help="the qkv command (its build holds the module)")
+    p.add_argument("--checkpoint", help="a zh.yaml-shaped checkpoint (default: train one for 20 steps)")
+    p.add_argument("--repeats", type=int, default=200)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--out", help="write the report here (default: only print it)")
+    return p.parse_args(argv)
+
+
+def cpu_line():
+    name, flags = machine.cpu_info()
+    family = model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "cpu family" and family == "?":
+                family = value.strip()
+            elif key.strip() == "model" and model == "?":
+                model = value.strip()
+    return f"{name} (family {family}, model {model}, {machine.isa(flags)})", flags
+
+
+def median_ms(xs):
+    return 1000 * statistics.median(xs)
+
+
+def main(argv):
+    a = parse(argv)
+    cpu, flags = cpu_line()
+    core, how = machine.restart_with_blas_env("QKV_BENCH_PYTHON_RESTARTED")
+    build = pathlib.Path(a.qkv).resolve().parent
+    sys.path.insert(0, str(build / "python"))
+    import numpy as np
+    import qkv
+    from qkv import _qkv
+
+    qkv.set_num_threads(a.threads)
+    checkpoint = a.checkpoint
+    tmp = None
+    if not checkpoint:
+        tmp = tempfile.TemporaryDirectory()
+        env = dict(os.environ, QKV_BLAS_CORETYPE=core or "")
+        subprocess.run([a.qkv, "train", str(ROOT / "configs/zh.yaml"), "--set", "train.steps=20",
+                        "--set", "train.eval_every=20", "--set", "schedule.warmup_steps=2", "--set", "task.eval_size=4",
+                        "--out", tmp.name, "--quiet"], check=True, env=env, stdout=subprocess.DEVNULL)
+        checkpoint = os.path.join(tmp.name, "last.h5")
+    m = qkv.load(checkpoint)
+    row = m.held_out("validation", 1)
+    x = {"inputs": row["inputs"][:, :64]}
+    T = x["inputs"].shape[1]
+    patterns = [n for n in m.hook_names if n.endswith("hook_pattern")]
+
+    cases = {
+        "cxx_forward": lambda n: m._m.time_cxx_forward(x, [], n),
+        "cxx_cache_all": lambda n: m._m.time_cxx_forward(x, m.hook_names, n),
+        "cxx_cache_patterns": lambda n: m._m.time_cxx_forward(x, patterns, n),
+    }
+
+    def timed(f):
+        def run(n):
+            f()  # warm-up
+            out = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                f()
+                out.append(time.perf_counter() - t0)
+            return out
+        return run
+
+    cases["py_call"] = timed(lambda: m(x))
+    cases["py_cache_all"] = timed(lambda: m.run_with_cache(x))
+    cases["py_cache_patterns"] = timed(lambda: m.run_with_cache(x, names_filter="*.hook_pattern"))
+    times = {k: [] for k in cases}
+    rounds = 10
+    for _ in range(rounds):  # interleaved: the machine's load changes between rounds
+        for k, f in cases.items():
+            times[k] += f(max(1, a.repeats // rounds))
+
+    # Memory of a patterns-only cache: the pool bytes it holds, Python's allocations during the call.
+    m.run_with_cache(x, names_filter=patterns)
+    before = _qkv.pool_stats()["in_use_bytes"]
+    tracemalloc.start()
+    logits, cache = m.run_with_cache(x, names_filter=patterns)
+    _, python_peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    held = _qkv.pool_stats()["in_use_bytes"] - before
+    shared = all(not v.flags.owndata for v in cache.values())
+    pattern_bytes, logit_bytes = cache.nbytes, logits.nbytes
+    del logits, cache
+    _, full = m.run_with_cache(x)
+
+    info = qkv.info()
+    ms = {k: median_ms(v) for k, v in times.items()}
+    lines = [
+        f"# Calling qkv from Python: run_with_cache against C++ ({datetime.date.today()})",
+        "",
+        f"CPU: {cpu}; BLAS: {info['blas']} ({how}); {a.threads} thread(s); qkv {info['version']}, commit "
+        f"{subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}",
+        f"Command: scripts/bench_python.py --repeats {a.repeats} --threads {a.threads}"
+        + (f" --checkpoint {a.checkpoint}" if a.checkpoint else " (zh.yaml trained 20 steps)"),
+        f"Model: {m!r}; one row of T = {T} tokens; medians of {len(times['py_call'])} calls, 10 interleaved rounds.",
+        "",
+        "| call | median ms | Python / C++ |",
+        "|---|---:|---:|",
+        f"| C++ model.logits | {ms['cxx_forward']:.3f} | |",
+        f"| Py m(x) | {ms['py_call']:.3f} | {ms['py_call'] / ms['cxx_forward']:.3f} |",
+        f"| C++ nn::run_with_cache, all {len(m.hook_names)} hook points (copies) | {ms['cxx_cache_all']:.3f} | |",
+        f"| Py m.run_with_cache(x) (views) | {ms['py_cache_all']:.3f} | {ms['py_cache_all'] / ms['cxx_cache_all']:.3f} |",
+        f"| C++ nn::run_with_cache, {len(patterns)} hook_pattern points | {ms['cxx_cache_patterns']:.3f} | |",
+        f"| Py m.run_with_cache(x, names_filter='*.hook_pattern') | {ms['py_cache_patterns']:.3f} | "
+        f"{ms['py_cache_patterns'] / ms['cxx_cache_patterns']:.3f} |",
+        "",
+        f"Every hook point against the bare forward pass: Python {ms['py_cache_all'] / ms['cxx_forward']:.3f}x, "
+        f"C++ {ms['cxx_cache_all'] / ms['cxx_forward']:.3f}x (the patterns are computed only when recorded).",
+        "",
+        f"A patterns-only cache: {len(patterns)} arrays, {pattern_bytes} bytes, plus the logits {logit_bytes} bytes; "
+        f"qkv's pool holds {held} bytes for them while they live (blocks rounded to 64 bytes and 1/8 steps); "
+        f"views of qkv's buffers: {shared}; Python allocated at most {python_peak} bytes during the call "
+        f"(tracemalloc). The full cache: {len(full)} arrays, {full.nbytes} bytes.",
+    ]
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if a.out:
+        pathlib.Path(a.out).write_text(text)
+        print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
