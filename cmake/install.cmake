@@ -2,7 +2,8 @@
 # when every target exists. See docs/packaging.md.
 #
 #   cmake --install BUILD --prefix P   headers, libqkv.a, bin/qkv, share/qkv/{configs,scripts},
-#                                      share/doc/qkv, lib/cmake/qkv (find_package(qkv) -> qkv::qkv)
+#                                      share/doc/qkv, lib/cmake/qkv (find_package(qkv) -> qkv::qkv),
+#                                      lib/python3/dist-packages/qkv (the Python module: python.cmake)
 #   cd BUILD && cpack -G DEB           qkv_<version>_amd64.deb (configure with
 #                                      -DCMAKE_INSTALL_PREFIX=/usr -DQKV_NATIVE=OFF)
 include(GNUInstallDirs)
@@ -82,6 +83,12 @@ if(QKV_HAVE_MPI)
   list(APPEND QKV_DEB_DEPENDS "libopenmpi3 (>= 4.1.4)")
   string(APPEND QKV_DEB_SUGGESTS ", libopenmpi-dev, openmpi-bin")
 endif()
+# The Python module (docs/python.md) is built for one interpreter version (its ABI) and imports numpy.
+if(QKV_HAVE_PYTHON)
+  math(EXPR qkv_python_next "${PYTHON_VERSION_MINOR} + 1")
+  list(APPEND QKV_DEB_DEPENDS "python3 (>= ${PYTHON_VERSION_MAJOR}.${PYTHON_VERSION_MINOR}~)"
+       "python3 (<< ${PYTHON_VERSION_MAJOR}.${qkv_python_next})" "python3-numpy")
+endif()
 list(JOIN QKV_DEB_DEPENDS ", " QKV_DEB_DEPENDS)
 
 set(CPACK_GENERATOR DEB)
@@ -92,8 +99,9 @@ set(CPACK_PACKAGE_CONTACT "qkv maintainers <qkv@localhost>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "tape-based autodiff and attention training on the CPU")
 set(CPACK_PACKAGE_DESCRIPTION "A small tape-based automatic-differentiation framework in C++17 with
 attention layers, optimizers, a YAML-driven trainer for toy sequence tasks and HDF5 checkpoints.
-Contains the qkv command, its configs and plotting scripts, the documentation, and the C++
-library (headers, static libqkv.a, CMake package: find_package(qkv) -> qkv::qkv).")
+Contains the qkv command, its configs and plotting scripts, the documentation, the C++
+library (headers, static libqkv.a, CMake package: find_package(qkv) -> qkv::qkv) and, when built,
+the Python module (import qkv, for /usr/bin/python3).")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # qkv_<version>_<arch>.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION science)

@@ -7,7 +7,7 @@
 #   QKV_PYTHON_INSTALL_DIR    where `cmake --install` puts the package, relative to the prefix
 #                             (lib/python3/dist-packages: /usr/lib/python3/dist-packages/qkv in
 #                             the .deb, Debian's directory for packaged modules)
-set(QKV_HAVE_PYTHON OFF)
+set(QKV_HAVE_PYTHON OFF CACHE INTERNAL "The Python module is built (scripts/check_package.sh reads it)")
 set(QKV_PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The Python interpreter the module qkv is built for")
 set(QKV_PYTHON_INSTALL_DIR lib/python3/dist-packages CACHE STRING
     "Where the Python package qkv is installed, relative to CMAKE_INSTALL_PREFIX")
@@ -20,7 +20,7 @@ elseif(QKV_PYTHON)
   set(PYTHON_EXECUTABLE ${QKV_PYTHON_EXECUTABLE} CACHE FILEPATH "" FORCE)
   find_package(pybind11 2.6 CONFIG QUIET)
   if(pybind11_FOUND)
-    set(QKV_HAVE_PYTHON ON)
+    set(QKV_HAVE_PYTHON ON CACHE INTERNAL "")
   else()
     message(STATUS "qkv: pybind11 not found: no Python module (scripts/install-deps.sh installs pybind11-dev)")
   endif()

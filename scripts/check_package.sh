@@ -6,7 +6,8 @@
 #      its tests against that prefix only;
 #   3. cpack -G DEB in BUILD_DIR makes qkv_<version>_<arch>.deb with its dependencies declared;
 #   4. as root with apt-get/dpkg: install the .deb, run `qkv info`, a 20-step training run and
-#      `qkv gradcheck --only '*softmax*'` from /usr/bin, then remove the package again.
+#      `qkv gradcheck --only '*softmax*'` from /usr/bin, the Python module from /usr/bin/python3
+#      (when built), then remove the package again.
 # Not root: step 4 is skipped with a message. Exit 0 only if every step that ran passed.
 #   scripts/check_package.sh BUILD_DIR        (BUILD_DIR configured from this source tree)
 set -uo pipefail
@@ -21,6 +22,12 @@ grep -q "^qkv_SOURCE_DIR:STATIC=$SRC\$" "$BUILD/CMakeCache.txt" ||
 JOBS=${JOBS:-2}
 LIBDIR=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$BUILD/CMakeCache.txt")
 LIBDIR=${LIBDIR:-lib}
+# The Python module, when the build has it (cmake/python.cmake): built, installed and imported too.
+PYTHON_MODULE=$(sed -n 's/^QKV_HAVE_PYTHON:INTERNAL=//p' "$BUILD/CMakeCache.txt")
+PYDIR=$(sed -n 's/^QKV_PYTHON_INSTALL_DIR:STRING=//p' "$BUILD/CMakeCache.txt")
+PYDIR=${PYDIR:-lib/python3/dist-packages}
+TARGETS=(qkv qkv_cli)
+[[ $PYTHON_MODULE == ON ]] && TARGETS+=(qkv_python)
 
 TMP=$(mktemp -d /tmp/qkv-check-package.XXXXXX)
 PASSED=() FAILED=() SKIPPED=()
@@ -53,7 +60,7 @@ trap 'echo "interrupted" >&2; exit 130' INT TERM
 echo "== qkv packaging check: build $BUILD, source $SRC, scratch $TMP"
 echo "-- 1. cmake --install into a fresh prefix"
 PREFIX=$TMP/prefix
-run "build is up to date (cmake --build --target qkv qkv_cli)" cmake --build "$BUILD" -j"$JOBS" --target qkv qkv_cli
+run "build is up to date (cmake --build --target ${TARGETS[*]})" cmake --build "$BUILD" -j"$JOBS" --target "${TARGETS[@]}"
 run "cmake --install $BUILD --prefix $PREFIX" cmake --install "$BUILD" --prefix "$PREFIX"
 missing=()
 for f in bin/qkv $LIBDIR/libqkv.a include/qkv/qkv.hpp include/qkv/version.hpp include/qkv/ops/attention.hpp \
@@ -76,6 +83,15 @@ if [[ -n $targets && ${#leaks[@]} -eq 0 ]]; then ok "exported targets: no build 
 else bad "exported targets leak: ${leaks[*]:-no targets file}"; fi
 if grep -q " T qkv::gradcheck(" <<<"$(nm -C "$PREFIX/$LIBDIR/libqkv.a" 2>/dev/null)"; then ok "libqkv.a has its symbols (qkv::gradcheck)"
 else bad "libqkv.a has its symbols (qkv::gradcheck)"; fi
+if [[ $PYTHON_MODULE == ON ]]; then
+  if [[ -f $PREFIX/$PYDIR/qkv/__init__.py ]] && ls "$PREFIX/$PYDIR"/qkv/_qkv.cpython-*.so >/dev/null 2>&1; then
+    ok "the Python module installed ($PYDIR/qkv: the package and _qkv)"
+  else bad "the Python module installed ($PYDIR/qkv: the package and _qkv)"; fi
+  run "/usr/bin/python3 imports qkv from the prefix (PYTHONPATH=$PREFIX/$PYDIR)" \
+    bash -c "cd '$TMP' && PYTHONPATH='$PREFIX/$PYDIR' /usr/bin/python3 -c 'import qkv; print(qkv.__file__, qkv.info()[\"version\"])'"
+else
+  skip "the Python module: not built (no pybind11 when $BUILD was configured)"
+fi
 
 echo "-- 2. examples/consumer against the installed prefix only"
 CONSUMER=$TMP/consumer
@@ -109,10 +125,16 @@ if run "cpack -G DEB in $BUILD" bash -c "cd '$BUILD' && cpack -G DEB"; then
              ./usr/share/qkv/configs/sort.yaml ./usr/share/qkv/scripts/plot_prune.py ./usr/share/doc/qkv/README.md; do
       grep -q " $f\$" <<<"$contents" || missing+=("$f")
     done
-    if [[ ${#missing[@]} -eq 0 ]]; then ok "package contents (/usr/bin/qkv, lib, headers, CMake package, configs, scripts, docs)"
+    if [[ $PYTHON_MODULE == ON ]]; then
+      grep -q " ./usr/$PYDIR/qkv/__init__.py\$" <<<"$contents" || missing+=("./usr/$PYDIR/qkv/__init__.py")
+      grep -q " ./usr/$PYDIR/qkv/_qkv.cpython-.*\.so\$" <<<"$contents" || missing+=("./usr/$PYDIR/qkv/_qkv.*.so")
+    fi
+    with_python=""; [[ $PYTHON_MODULE == ON ]] && with_python=", Python module"
+    if [[ ${#missing[@]} -eq 0 ]]; then ok "package contents (/usr/bin/qkv, lib, headers, CMake package, configs, scripts, docs$with_python)"
     else bad "package contents: missing ${missing[*]}"; fi
     deps=$(dpkg-deb -f "$DEB" Depends)
     need=(libhdf5-103-1 libyaml-cpp0.7 libopenblas0)
+    [[ $PYTHON_MODULE == ON ]] && need+=(python3-numpy)
     grep -q "NEEDED.*libgomp" <(readelf -d "$BUILD/qkv" 2>/dev/null) && need+=(libgomp1)
     grep -q "NEEDED.*libmpi" <(readelf -d "$BUILD/qkv" 2>/dev/null) && need+=(libopenmpi3)
     absent=(); for p in "${need[@]}"; do grep -q "$p" <<<"$deps" || absent+=("$p"); done
@@ -170,6 +192,17 @@ else
           grep -q '^qkv_DIR:PATH=/usr/$LIBDIR/cmake/qkv\$' '$TMP/consumer-usr/CMakeCache.txt' &&
           cmake --build '$TMP/consumer-usr' -j$JOBS --target gated_train"; then
       run "gated_train 40 (linked with /usr/$LIBDIR/libqkv.a)" "$TMP/consumer-usr/gated_train" 40 && tail -1 "$LOG" | sed 's/^/        /'
+    fi
+    # The packaged Python module, found by /usr/bin/python3 with no PYTHONPATH, outside the source tree.
+    if [[ $PYTHON_MODULE == ON && -s $TMP/run/last.h5 ]]; then
+      run "/usr/bin/python3: import qkv, run_with_cache and qkv.train (5 steps)" bash -c "cd '$TMP' && /usr/bin/python3 -c '
+import qkv
+assert qkv.__file__.startswith(\"/usr/lib/python3/dist-packages/qkv/\"), qkv.__file__
+m = qkv.load(\"run/last.h5\")
+logits, cache = m.run_with_cache(m.held_out(\"test\", 2), names_filter=\"*.hook_pattern\")
+r = qkv.train(\"/usr/share/qkv/configs/sort.yaml\", overrides={\"train.steps\": 5, \"schedule.warmup_steps\": 1}, out=\"pyrun\", verbose=False)
+print(qkv.__file__, logits.shape, len(cache), r[\"stop_reason\"], r[\"step\"])
+'" && tail -1 "$LOG" | sed 's/^/        /'
     fi
     if grep -q softmax <<<"$(/usr/bin/qkv gradcheck --list 2>/dev/null)"; then ok "qkv gradcheck --list has softmax checks"
     else bad "qkv gradcheck --list has softmax checks"; fi

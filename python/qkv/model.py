@@ -207,7 +207,8 @@ class Model:
 
     @property
     def num_classes(self):
-        """Logits per position (the output vocabulary)."""
+        """Target ids are < this; the logits have this many columns (an encoder-decoder's have
+        one more: its decoder vocabulary includes BOS)."""
         return self._m.num_classes
 
     @property
