@@ -29,6 +29,15 @@ train::Callbacks SnapshotsDuringTraining::callbacks() {
   return c;
 }
 
+train::RunOptions run_options(const std::string& resume, const std::string& out, bool overwrite, std::int64_t stop_after) {
+  train::RunOptions o;
+  o.resume = resume;
+  o.out = out;
+  o.existing = overwrite ? train::ExistingRun::Overwrite : train::ExistingRun::Refuse;
+  o.loop.stop_after = stop_after;
+  return o;
+}
+
 train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
                               dist::Comm& comm, const std::function<void(const std::string&)>& note) {
   if (cfg.train.snapshot_every == 0 || !comm.is_root()) return train::run_training(cfg, options, extra, comm);

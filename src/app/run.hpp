@@ -3,6 +3,7 @@
 // the Python module, tests): train::run_training plus training snapshots (interp/snapshots.hpp)
 // when train.snapshot_every > 0. Training and the instruments meet here, above both.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -26,6 +27,10 @@ class SnapshotsDuringTraining {
   std::function<void(const std::string&)> note_;
   std::unique_ptr<interp::SnapshotRecorder> recorder_;
 };
+
+/// The RunOptions of `qkv train`'s --resume, --out, --overwrite and --stop-after (the command's
+/// and qkv.train's from Python).
+train::RunOptions run_options(const std::string& resume, const std::string& out, bool overwrite, std::int64_t stop_after);
 
 /// train::run_training, with snapshots on the root rank when the config asks for them.
 train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,

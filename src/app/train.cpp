@@ -41,11 +41,7 @@ int train(const TrainArgs& a) {
     if (threads > 0) set_num_threads(threads);
     else if (comm.local_size() > 1) set_num_threads(std::max(1, num_threads() / comm.local_size()));  // cores are shared
 
-    train::RunOptions o;
-    o.resume = a.resume;
-    o.out = a.out;
-    o.existing = a.overwrite ? train::ExistingRun::Overwrite : train::ExistingRun::Refuse;
-    o.loop.stop_after = a.stop_after;
+    const train::RunOptions o = run_options(a.resume, a.out, a.overwrite, a.stop_after);
     const std::string dir = a.out.empty() ? cfg.run.out : a.out;
     Progress progress(std::int64_t(cfg.train.steps), !a.quiet && comm.is_root());
     InterruptScope interrupt;

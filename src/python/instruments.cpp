@@ -15,14 +15,6 @@
 namespace qkv::python {
 namespace {
 
-py::dict metrics_dict(const model::EvalMetrics& m) {
-  py::dict d;
-  d["loss"] = m.loss;
-  d["token_accuracy"] = m.token_accuracy;
-  d["sequence_accuracy"] = m.sequence_accuracy;
-  return d;
-}
-
 py::list head_list(const std::vector<interp::HeadRef>& heads) {
   py::list out;
   for (auto& h : heads) out.append(py::make_tuple(h.layer, h.head));
@@ -47,7 +39,7 @@ py::list heads(Model& m, std::size_t examples) {
     m.ensure_data();
     interp::HeadScoreOptions o;
     o.examples = examples;
-    scores = interp::head_scores(m.task_model(), m.task(), m.loaded().data->test_set(), o);
+    scores = interp::head_scores(m.task_model(), m.data_task(), m.data().test_set(), o);
   }
   py::list out;
   for (auto& s : scores) {
@@ -88,7 +80,7 @@ py::dict ablate(Model& m, const std::string& heads, bool has_heads, const std::s
     // The rows `qkv ablate` reports on: the first `examples` of the test split (0: all), and the
     // validation split for the means and the pruning importances.
     const data::Batch test = m.held_out("test", examples);
-    const data::Batch& val = m.loaded().data->eval_set();
+    const data::Batch& val = m.data().eval_set();
     n = test.size();
     std::vector<Array<float>> means;
     if (mode == interp::AblationMode::Mean) means = interp::head_means(m.task_model(), val);

@@ -82,11 +82,19 @@ void check_fired(const Names& names, const std::vector<int>& fired) {
 
 }  // namespace
 
+py::dict metrics_dict(const model::EvalMetrics& m) {
+  py::dict d;
+  d["loss"] = m.loss;
+  d["token_accuracy"] = m.token_accuracy;
+  d["sequence_accuracy"] = m.sequence_accuracy;
+  return d;
+}
+
 Model::Model(const std::string& path, const std::vector<std::string>& task_overrides)
     : l_(app::load(path, task_overrides, false)) {}
 
 void Model::ensure_data() {
-  if (l_.data) return;
+  if (data_) return;
   // As app::load with data: the held-out sets must fit in memory, and the task is the one the
   // checkpoint's model was trained on (a text model's corpus read with the stored vocabulary).
   const std::size_t need = config::estimate_data_bytes(l_.cfg), have = app::physical_memory_bytes();
@@ -97,8 +105,8 @@ void Model::ensure_data() {
   std::optional<data::Tokenizer> tokenizer;
   if (const data::Tokenizer* t = l_.task->tokenizer()) tokenizer = *t;
   std::shared_ptr<data::Task> task = data::make_task(l_.cfg.task, tokenizer ? &*tokenizer : nullptr);
-  l_.data = std::make_unique<data::Dataset>(task, l_.cfg.seed, l_.cfg.task.eval_size, l_.cfg.task.train_size);
-  l_.task = task;
+  data_ = std::make_unique<data::Dataset>(task, l_.cfg.seed, l_.cfg.task.eval_size, l_.cfg.task.train_size);
+  data_task_ = task;
 }
 
 data::Batch Model::held_out(const std::string& split, std::size_t count) {
@@ -106,7 +114,7 @@ data::Batch Model::held_out(const std::string& split, std::size_t count) {
     throw py::value_error("split: expected 'validation' or 'test', found '" + split + "'" +
                           did_you_mean(split, {"validation", "test"}));
   ensure_data();
-  const data::Batch& all = split == "test" ? l_.data->test_set() : l_.data->eval_set();
+  const data::Batch& all = split == "test" ? data_->test_set() : data_->eval_set();
   return data::rows(all, 0, count ? std::min(count, all.size()) : all.size());
 }
 
@@ -276,11 +284,7 @@ py::dict Model::evaluate(const py::dict& batch_in, const py::list& hooks, std::s
     m = model::evaluate(*l_.model, b, batch_size);
   }
   check_fired(fns, fired);
-  py::dict d;
-  d["loss"] = m.loss;
-  d["token_accuracy"] = m.token_accuracy;
-  d["sequence_accuracy"] = m.sequence_accuracy;
-  return d;
+  return metrics_dict(m);
 }
 
 std::vector<double> Model::time_cxx_forward(const py::dict& batch_in, const std::vector<std::string>& record,

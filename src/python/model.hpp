@@ -23,6 +23,9 @@
 namespace qkv::python {
 namespace py = pybind11;
 
+/// {"loss", "token_accuracy", "sequence_accuracy"}.
+py::dict metrics_dict(const model::EvalMetrics& m);
+
 class Model {
  public:
   /// Read `path` as `qkv eval` does (a readable regular file, probed in a child process, then
@@ -34,10 +37,15 @@ class Model {
   model::TaskModel& task_model() { return *l_.model; }
   const data::Task& task() const { return *l_.task; }
   std::mutex& mutex() { return mutex_; }
-  /// Make the task's data (held-out sets) as `qkv eval` would have: the task rebuilt with its
+  /// Make the task's data (held-out sets) as `qkv eval` would have: the task built with its
   /// corpus (text models, with the checkpoint's vocabulary) and the Dataset of the run's seed.
+  /// Call it, and data_task() and data(), with the mutex held; task() stays the task the model
+  /// was loaded with (the vocabulary), so that methods called with the GIL never see it change.
   void ensure_data();
-  /// The first `count` rows (0: all) of "validation" or "test" (ValueError for another name).
+  const data::Task& data_task() const { return *data_task_; }
+  data::Dataset& data() { return *data_; }
+  /// The first `count` rows (0: all) of "validation" or "test" (ValueError for another name);
+  /// with the mutex held.
   data::Batch held_out(const std::string& split, std::size_t count);
 
   const std::string& path() const { return l_.path; }
@@ -83,6 +91,8 @@ class Model {
   std::vector<std::pair<std::string, py::handle>> python_hooks(const py::list& hooks) const;
 
   model::LoadedModel l_;
+  std::shared_ptr<data::Task> data_task_;  // made by ensure_data
+  std::unique_ptr<data::Dataset> data_;
   std::mutex mutex_;
 };
 

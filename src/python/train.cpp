@@ -9,6 +9,7 @@
 #include "app/probe.hpp"
 #include "app/run.hpp"
 #include "app/runtime.hpp"
+#include "model.hpp"
 #include "qkv/io/files.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
@@ -16,14 +17,6 @@
 
 namespace qkv::python {
 namespace {
-
-py::dict metrics_dict(const model::EvalMetrics& m) {
-  py::dict d;
-  d["loss"] = m.loss;
-  d["token_accuracy"] = m.token_accuracy;
-  d["sequence_accuracy"] = m.sequence_accuracy;
-  return d;
-}
 
 // The thread count of a call, put back when it ends (qkv's threads are the process's).
 class ThreadScope {
@@ -53,11 +46,7 @@ py::dict train(const TrainArgs& a, const py::object& callback, const py::object&
       app::probe_checkpoint(a.resume);
     }
   }
-  train::RunOptions o;
-  o.resume = a.resume;
-  o.out = a.out;
-  o.existing = a.overwrite ? train::ExistingRun::Overwrite : train::ExistingRun::Refuse;
-  o.loop.stop_after = a.stop_after;
+  const train::RunOptions o = app::run_options(a.resume, a.out, a.overwrite, a.stop_after);
   const std::string dir = a.out.empty() ? cfg.run.out : a.out;
 
   // What the callbacks saw, handed back to Python after the loop has saved last.h5.

@@ -64,9 +64,14 @@ def test_train_equals_qkv_train_bit_for_bit(cli, workdir):
         assert_same_file(workdir / "cli_run" / name, workdir / "py_run" / name)
     assert metrics_rows(workdir / "cli_run" / "metrics.csv") == metrics_rows(workdir / "py_run" / "metrics.csv")
     assert (workdir / "cli_run" / "config.yaml").read_text() == (workdir / "py_run" / "config.yaml").read_text()
-    # The model it saved runs in Python with the command's numbers.
+    # The model it saved runs in Python with the command's numbers; a task without a tokenizer
+    # takes token ids.
     m = qkv.load(r["best_checkpoint"])
     assert m.evaluate(m.held_out("validation"), batch_size=16)["loss"] == pytest.approx(r["best"]["loss"], abs=0)
+    assert m.tokenizer is None and m.to_tokens([3, 1, 2]) == ["3", "1", "2"] and m.decode([3, 1, 2]) == "3 1 2"
+    assert m([3, 1, 2, 7, 0, 5, 4, 6]).shape == (1, 8, 8)
+    with pytest.raises(ValueError, match="has no vocabulary .*give token ids"):
+        m.tokenize("3 1 2")
 
 
 def test_a_config_dict_and_the_file_give_the_same_run(workdir):
