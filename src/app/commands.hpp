@@ -85,6 +85,7 @@ struct AblateArgs {
   bool prune = false;
   std::size_t step = 1;       ///< heads removed per pruning step
   std::size_t examples = 0;   ///< test examples evaluated; 0 = the whole test set
+  std::string relation;       ///< score only the tokens having this gold relation (grammar); "" = all
   std::string csv, plot;
   int threads = 0;
 };
