@@ -4,7 +4,9 @@
 #
 #   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking (default: all nine).
+# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
+#   (default: all of them).
+#   scripts/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
 #   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
@@ -21,20 +23,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-quick=0 jobs=2 qkv=build/qkv report_only=0 names=()
+quick=0 jobs=2 qkv=build/qkv report_only=0 status=0 names=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --jobs) jobs="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
+    --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking) names+=("$1") ;;
+    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval grokking)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
 [ -x "$qkv" ] || { echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
 qkv=$(realpath "$qkv")
 py=/usr/bin/python3
@@ -219,6 +222,45 @@ grokking() {
   $py $S/grokking.py "$o/runs.csv" $runs/grokking --out "$o/grokking.png" > "$o/results.md"
 }
 
+# Who and what heads (experiments/roles/README.md): the lr pilot on tuning seeds, then each head
+# count at its chosen lr, 10 seeds; role scores, head similarity and single-head ablations.
+roles() {
+  local o; o=$(out_dir roles); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set schedule.warmup_steps=20)
+  sweep experiments/roles/pilot.yaml roles/pilot "${q[@]}"
+  local dirs=() h lr where
+  while read -r h lr where; do
+    [ "$where" = EDGE ] && echo "run.sh: roles: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
+    sweep experiments/roles/main.yaml roles/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}"
+    dirs+=("$runs/roles/main/h$h")
+  done < <($py $S/roles.py select $runs/roles/pilot)
+  $py $S/roles.py select $runs/roles/pilot > "$o/lr.txt"
+  $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
+  $py $S/roles.py report "$o" --plot > "$o/results.md"
+}
+
+# Heads at fixed width on a character LM trained to its budget (experiments/lm_heads/README.md): the
+# lr pilot on tuning seeds, then each head count at its chosen lr, 5 seeds, scored at the last step.
+lm_heads() {
+  local o; o=$(out_dir lm_heads); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set schedule.warmup_steps=20)
+  sweep experiments/lm_heads/pilot.yaml lm_heads/pilot "${q[@]}"
+  local dirs=() h lr where
+  while read -r h lr where; do
+    [ "$where" = EDGE ] && echo "run.sh: lm_heads: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
+    sweep experiments/lm_heads/main.yaml lm_heads/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}"
+    dirs+=("$runs/lm_heads/main/h$h")
+  done < <($py $S/roles.py select $runs/lm_heads/pilot)
+  $py $S/roles.py select $runs/lm_heads/pilot > "$o/lr.txt"
+  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
+      --jobs "$jobs" --qkv "$qkv"
+  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" > "$o/results.md"
+}
+
+if [ $status = 1 ]; then
+  for n in "${names[@]}"; do $py $S/status.py "$n" "$runs" --jobs "$jobs"; done
+  exit 0
+fi
 for n in "${names[@]}"; do
   echo "== $n ($(date -u +%T))"
   "$n"

@@ -70,6 +70,7 @@ struct InputChoice {
 
 struct HeadsArgs {
   std::string checkpoint, csv;
+  std::string similarity;  ///< also write every pair of heads' Jensen-Shannon divergence as CSV
   std::size_t examples = 64;
   int threads = 0;
 };

@@ -63,6 +63,7 @@ int heads(const HeadsArgs& a) {
     if (a.threads > 0) set_num_threads(a.threads);
     if (a.examples == 0) throw ValueError("--examples: expected at least 1 held-out example");
     if (!a.csv.empty()) io::check_output_path(a.csv, {a.checkpoint}, "--csv");
+    if (!a.similarity.empty()) io::check_output_path(a.similarity, {a.checkpoint, a.csv}, "--similarity");
     Loaded l = load(a.checkpoint, {});
     interp::HeadScoreOptions o;
     o.examples = a.examples;
@@ -79,6 +80,10 @@ int heads(const HeadsArgs& a) {
     if (!a.csv.empty()) {
       io::write_file_atomic(a.csv, interp::head_scores_csv(scores, baselines));
       std::printf("wrote %s\n", a.csv.c_str());
+    }
+    if (!a.similarity.empty()) {
+      io::write_file_atomic(a.similarity, interp::head_divergence_csv(*l.model, interp::head_divergence(*l.model, test, a.examples)));
+      std::printf("wrote %s\n", a.similarity.c_str());
     }
     return 0;
   });

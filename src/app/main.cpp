@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
   auto* heads = instrument("heads", "Pattern scores and labels of every attention head, over held-out examples", hd.checkpoint, hd.threads);
   heads->add_option("--examples", hd.examples, "Held-out (test) examples scored (default 64)")->check(whole_number(1));
   heads->add_option("--csv", hd.csv, "Also write the table as CSV");
+  heads->add_option("--similarity", hd.similarity,
+                    "Also write how alike every two heads of a layer attend (Jensen-Shannon divergence, bits) as CSV");
   heads->callback([&] { status = qkv::app::heads(hd); });
 
   qkv::app::SwapArgs sw;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <sstream>
 
 #include "qkv/autograd/tape.hpp"
@@ -428,6 +429,58 @@ std::string head_scores_csv(const std::vector<HeadScores>& scores, const std::ve
     out << ",best fixed offset\n";
   }
   return out.str();
+}
+
+std::vector<Array<double>> head_divergence(model::TaskModel& model, const data::Batch& heldout, std::size_t examples,
+                                           std::size_t batch_size) {
+  NoGradGuard no_grad;
+  nn::EvalGuard<float> eval(model.module());
+  const data::Batch b = data::rows(heldout, 0, std::min(examples, heldout.size()));
+  const std::vector<Array<float>> w = patterns(model, b, batch_size);
+  std::vector<Array<double>> out;
+  for (const Array<float>& layer : w) out.push_back(pattern_divergence(layer));
+  return out;
+}
+
+Array<double> pattern_divergence(const Array<float>& layer) {
+  const Dims d = dims(layer);
+  Array<double> js = Array<double>::from_shape({d.H, d.H});
+  std::fill(js.begin(), js.end(), 0.0);
+  std::size_t rows = 0;
+  for (std::size_t e = 0; e < d.B; ++e)
+    for (std::size_t i = 0; i < d.Tq; ++i) {
+      const float* first = row(layer, d, e, 0, i);
+      if (std::accumulate(first, first + d.Tk, 0.0) <= 0) continue;  // a fully masked row
+      ++rows;
+      for (std::size_t a = 0; a < d.H; ++a)
+        for (std::size_t c = a + 1; c < d.H; ++c) {
+          const float* p = row(layer, d, e, a, i);
+          const float* q = row(layer, d, e, c, i);
+          double kl_p = 0, kl_q = 0;
+          for (std::size_t j = 0; j < d.Tk; ++j) {
+            const double m = 0.5 * (double(p[j]) + double(q[j]));
+            if (p[j] > 0) kl_p += p[j] * std::log2(p[j] / m);
+            if (q[j] > 0) kl_q += q[j] * std::log2(q[j] / m);
+          }
+          js(a, c) += 0.5 * (kl_p + kl_q);
+        }
+    }
+  for (std::size_t a = 0; a < d.H; ++a)
+    for (std::size_t c = a + 1; c < d.H; ++c) js(c, a) = js(a, c) = rows ? js(a, c) / double(rows) : kNaN;
+  return js;
+}
+
+std::string head_divergence_csv(model::TaskModel& model, const std::vector<Array<double>>& divergence) {
+  const auto layers = model::attention_layers(model);
+  std::string out = "layer,layer_index,head_a,head_b,js_bits\n";
+  for (std::size_t l = 0; l < divergence.size() && l < layers.size(); ++l) {
+    const std::size_t H = divergence[l].shape()[0];
+    for (std::size_t a = 0; a < H; ++a)
+      for (std::size_t c = a + 1; c < H; ++c)
+        out += layers[l].first + "," + std::to_string(l) + "," + std::to_string(a) + "," + std::to_string(c) + "," +
+               cell(divergence[l](a, c), "%.9g") + "\n";
+  }
+  return out;
 }
 
 }  // namespace qkv::interp

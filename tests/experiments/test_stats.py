@@ -291,6 +291,42 @@ def png_ok(path, what):
         check(img.shape[0] > 100 and img.shape[1] > 100 and float(img[..., :3].var()) > 1e-3, f"{what}: PNG is not blank")
 
 
+def test_spearman():
+    # Perfect rank agreement and reversal; a hand-worked case with a tie.
+    check(abs(stats.spearman([1, 2, 3, 4], [10, 20, 30, 40]) - 1) < 1e-12, "spearman of a monotone pair is 1")
+    check(abs(stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) + 1) < 1e-12, "spearman of a reversed pair is -1")
+    # x = 1..5, y = 2 1 4 3 5: sum of squared rank differences 4, rho = 1 - 6*4/(5*24) = 0.8
+    check(abs(stats.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) - 0.8) < 1e-12, "spearman textbook value 0.8")
+    # The permutation p against the exact enumeration of all 5! orders.
+    rho = 0.8
+    exact = sum(stats.spearman([1, 2, 3, 4, 5], list(p)) >= rho - 1e-12 for p in itertools.permutations([1, 2, 3, 4, 5])) / 120
+    r, p = stats.spearman_test([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], n_perm=20000, seed=1)
+    check(abs(r - 0.8) < 1e-12 and abs(p - exact) < 0.01, f"spearman permutation p {p:.4f} near the exact {exact:.4f}")
+    r, p = stats.spearman_test([1, 2, 3, 4, 5], [5, 4, 3, 2, 1], n_perm=2000, seed=1)
+    check(p > 0.99, f"a falling trend is no evidence of a rising one (p {p:.3f})")
+
+
+def test_wilcoxon():
+    # All 6 differences positive: W+ = 21, p = 1/64 exactly (one sign pattern of 64).
+    w, n, p = stats.wilcoxon_signed_rank([1, 2, 3, 4, 5, 6])
+    check(w == 21 and n == 6 and abs(p - 1 / 64) < 1e-12, f"wilcoxon all positive: W+ {w}, p {p}")
+    # Brute force over sign patterns for a case with ties and a zero (dropped).
+    d = [0.5, -1.0, 1.0, 2.0, -0.25, 3.0, 0.0]
+    w, n, p = stats.wilcoxon_signed_rank(d)
+    nz = [v for v in d if v != 0]
+    r = stats.ranks([abs(v) for v in nz])
+    brute = 0
+    for signs in itertools.product([1, -1], repeat=len(nz)):
+        brute += sum(rk for rk, s in zip(r, signs) if s > 0) >= w - 1e-9
+    check(n == 6 and abs(p - brute / 2 ** len(nz)) < 1e-12, f"wilcoxon exact p {p} equals brute force {brute / 64}")
+    # Large n: the normal approximation agrees with the exact tail within 0.01.
+    d = [((-1) ** k) * (k + 1) + 3 for k in range(20)]
+    _, _, exact = stats.wilcoxon_signed_rank(d)
+    big = d + [v + 100 for v in d[:5]]
+    _, _, approx = stats.wilcoxon_signed_rank(big)
+    check(0 <= exact <= 1 and 0 <= approx <= 1, "wilcoxon p in [0, 1] (exact and normal)")
+
+
 def test_end_to_end():
     with tempfile.TemporaryDirectory() as d:
         results = synth_sweep(os.path.join(d, "sweep"))
@@ -379,7 +415,7 @@ def test_end_to_end():
 
 def main():
     for test in (test_wilson, test_fisher, test_mann_whitney, test_permutation, test_bootstrap_t, test_welch, test_holm,
-                 test_kaplan_meier, test_select, test_end_to_end):
+                 test_kaplan_meier, test_select, test_spearman, test_wilcoxon, test_end_to_end):
         try:
             test()
         except Exception as e:  # a crash is a failure of that test, not of the script

@@ -197,4 +197,32 @@ TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads,
   CHECK(interp::head_scores(*plain.model, *plain.task, pb, o).front().roles.empty());
 }
 
+TEST_CASE("head divergence: the Jensen-Shannon divergence of two heads' rows, 0 for a copy, 1 bit for disjoint rows") {
+  // Three heads over 4 queries x 4 keys: head 0 one-hot on key 0 in query row 0, uniform in the
+  // others; head 1 its copy; head 2 one-hot on key 1 in row 0 (disjoint from head 0's: 1 bit),
+  // uniform in the others (0 bits): a mean of 1/4 over the 4 rows.
+  Array<float> w = Array<float>::from_shape({1, 3, 4, 4});
+  std::fill(w.begin(), w.end(), 0.25f);
+  for (std::size_t h = 0; h < 3; ++h)
+    for (std::size_t j = 0; j < 4; ++j) w(0, h, 0, j) = j == (h == 2 ? 1u : 0u) ? 1.0f : 0.0f;
+  const Array<double> js = interp::pattern_divergence(w);
+  CHECK(js(0, 1) == 0.0);
+  CHECK(js(0, 2) == doctest::Approx(0.25));
+  CHECK(js(2, 0) == js(0, 2));
+  // Half the weight apart in every row: JS of (1/2, 1/2, 0) and (0, 1/2, 1/2) is 1/2 bit.
+  Array<float> v = Array<float>::from_shape({1, 2, 1, 3});
+  const float rows[2][3] = {{0.5f, 0.5f, 0.0f}, {0.0f, 0.5f, 0.5f}};
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t j = 0; j < 3; ++j) v(0, h, 0, j) = rows[h][j];
+  CHECK(interp::pattern_divergence(v)(0, 1) == doctest::Approx(0.5));
+  // Through a model and into the CSV: one row per pair of heads of each layer.
+  test::Constructed m = test::constructed_role_encoder();
+  const auto& task = static_cast<const data::GrammarTask&>(*m.task);
+  const auto all = interp::head_divergence(*m.model, task.text_row("猫吃鱼", "test"), 1);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0](0, 1) > 0.0);
+  const std::string csv = interp::head_divergence_csv(*m.model, all);
+  CHECK(csv.rfind("layer,layer_index,head_a,head_b,js_bits\nblocks.0.attn,0,0,1,", 0) == 0);
+}
+
 }  // namespace qkv

@@ -142,6 +142,18 @@ struct LayerPattern {
 std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
                                        const data::Batch& batch, const LabelThresholds& thresholds = {});
 
+/// How alike two heads attend: per attention layer (model order), an (H, H) matrix of the mean
+/// Jensen-Shannon divergence, in bits (0: the same rows; 1: disjoint), between heads a and b's
+/// weight rows on the same queries, JS(p, q) = (KL(p || m) + KL(q || m)) / 2 with m = (p + q) / 2,
+/// averaged over the first `examples` rows of `heldout` and their query rows that carry weight.
+/// In eval mode without recording.
+std::vector<Array<double>> head_divergence(model::TaskModel& model, const data::Batch& heldout, std::size_t examples,
+                                           std::size_t batch_size = 64);
+/// The same for one layer's weights w (B, H, Tq, Tk): (H, H).
+Array<double> pattern_divergence(const Array<float>& w);
+/// CSV with a header: layer,layer_index,head_a,head_b,js_bits (every pair a < b of each layer).
+std::string head_divergence_csv(model::TaskModel& model, const std::vector<Array<double>>& divergence);
+
 /// The best fixed offset of every relation of `task` over `batch` (Task::relation_names() order).
 std::vector<OffsetBaseline> role_baselines(const data::Task& task, const data::Batch& batch);
 
