@@ -304,7 +304,9 @@ std::vector<Array<float>> patterns(model::TaskModel& model, const data::Batch& b
 std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const data::Task& task, std::size_t count,
                                                   std::uint64_t seed, std::size_t batch_size) {
   const std::size_t T = task.input_length();
-  if (task.seq2seq() || T < 4 || count == 0) return {};
+  // The induction score asks what a next-token predictor does on a repeat: it means nothing for
+  // a model that labels positions (sort, recall) or fills masks.
+  if (task.seq2seq() || !task.next_token() || T < 4 || count == 0) return {};
   NoGradGuard no_grad;
   const bool was_training = model.module().is_training();
   model.module().eval();

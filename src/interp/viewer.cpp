@@ -159,8 +159,14 @@ std::string viewer_json(model::TaskModel& model, const data::Task& task, const n
            ",\"heads\":[";
     for (std::size_t h = 0; h < H; ++h, ++flat) {
       HeadScores& s = scores[flat];
-      if (!induction.empty()) s.induction = induction[l][h];
-      s.label = head_label(s, {}, baselines);
+      if (content.scores) {
+        if (flat >= content.scores->size())
+          throw ValueError("viewer_json: " + std::to_string(content.scores->size()) + " head scores for a model with more heads");
+        s = (*content.scores)[flat];
+      } else {
+        if (!induction.empty()) s.induction = induction[l][h];
+        s.label = head_label(s, {}, baselines);
+      }
       out += std::string(h ? "," : "") + "{\"weights\":\"" + weight_bytes(w.data() + h * Tq * Tk, Tq * Tk) +
              "\",\"scores\":" + scores_object(names, score_values(s, names)) + ",\"label\":" + json_string(s.label) + "}";
     }

@@ -14,7 +14,7 @@
 ///   induction       on sequences r r of N random tokens, twice: mean_{i>=N} w[i, i-N+1], the
 ///                   weight from a token to the token after its previous occurrence (Olsson et
 ///                   al. 2022; TransformerLens's induction score). Self and causal layers of
-///                   models that read one sequence (encoder, decoder)
+///                   models that predict the next token (text, induction, grammar as a causal LM)
 ///   retrieval       recall tasks (recall, mqar): the share of scored queries whose largest weight
 ///                   falls on the first earlier occurrence of the query's token (the key) or the
 ///                   position after it (its value); seq2seq_recall: of the cross-attention layers,
@@ -119,7 +119,8 @@ IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t 
 
 /// Per attention layer (model order), per head: the induction score on `count` rows of
 /// repeated_random_tokens(count, task.input_length(), task.input_vocab(), seed), run in eval mode
-/// without recording; NaN for cross-attention layers. Empty for encoder-decoder tasks and T < 4.
+/// without recording; NaN for cross-attention layers. Empty for tasks that do not predict the next
+/// token (labelling, masked, encoder-decoder) and for T < 4.
 std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const data::Task& task, std::size_t count,
                                                   std::uint64_t seed, std::size_t batch_size = 64);
 
