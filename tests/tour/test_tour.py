@@ -19,7 +19,10 @@ into the source tree, and `qkv` is BUILD/qkv). Both tours must have the same com
   Chinese corpus is generated, so no fortunes-zh is needed): every command must exit 0 and the
   text blocks must match with numbers masked. With --long they run as written and are checked as
   the short ones (`make tour`, about ten minutes).
-- --write: put the measured values into the facts of both tours (after a change that moves them).
+- README.md quotes results of the shipped configs the same way; tests/tour/facts.py README_FACTS
+  gives each one's command (run in the same directory; the sort run is the tour's), short ones
+  checked always, long ones with --long.
+- --write: put the measured values into the facts (after a change that moves them).
 Exit 0 when everything passed.
 """
 import argparse
@@ -31,7 +34,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from facts import FACTS  # noqa: E402
+from facts import FACTS, README_FACTS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOURS = [ROOT / "docs" / "tour.md", ROOT / "docs" / "tour.zh.md"]
@@ -169,6 +172,50 @@ class Tour:
             print(f"  wrote the measured facts into {self.path.relative_to(ROOT)}")
 
 
+def check_readme(a, same_kernel, tour_outputs, failures):
+    """The README's facts: each from its command's output (run here unless the tour ran it)."""
+    path = ROOT / "README.md"
+    text = path.read_text(encoding="utf-8")
+    print("README.md:", flush=True)
+    work = a.workdir / "tour0"
+    outputs = dict(tour_outputs["outputs"])
+    new = text
+    for fact, value in FACT.findall(text):
+        spec = README_FACTS.get(fact)
+        if spec is None:
+            failures.append(f"README.md: fact {fact} is not defined in tests/tour/facts.py README_FACTS")
+            continue
+        cmd = spec["command"]
+        if spec.get("long") and not a.long:
+            print(f"  ok     fact {fact} = {value} (a long run: make tour checks it)", flush=True)
+            continue
+        if cmd not in outputs:
+            argv = shlex.split(cmd)
+            argv[0] = str(Path(a.qkv).resolve())
+            r = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=3600)
+            outputs[cmd] = r.stdout + r.stderr
+            print(f"  {'ok  ' if r.returncode == 0 else 'FAIL'} {cmd}", flush=True)
+            if r.returncode != 0:
+                failures.append(f"README.md: {cmd}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                continue
+        m = re.search(spec["pattern"], outputs[cmd], re.M)
+        if not m:
+            failures.append(f"README.md: fact {fact}: the output of '{cmd}' has nothing matching {spec['pattern']!r}")
+            continue
+        got = m.group(1)
+        if not same_kernel:
+            print(f"  ok     fact {fact} = {value} (found {got}; other kernel, not compared)", flush=True)
+            continue
+        ok = got == value
+        print(f"  {'ok  ' if ok else 'FAIL'}   fact {fact} = {value}" + ("" if ok else f", the output says {got}"), flush=True)
+        if not ok and a.write:
+            new = new.replace(f"<!--f:{fact}-->{value}<!--/f-->", f"<!--f:{fact}-->{got}<!--/f-->")
+        elif not ok:
+            failures.append(f"README.md: fact {fact}: README says {value}, '{cmd}' says {got}")
+    if a.write and new != text:
+        path.write_text(new, encoding="utf-8")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qkv", required=True)
@@ -209,6 +256,10 @@ def main():
             outputs = {"outputs": tour.outputs, "exact": tour.exact}
         tour.check_facts(a.write)
         print(f"{path.relative_to(ROOT)}: facts checked", flush=True)
+    ids = [sorted(set(k for k, _ in FACT.findall(p.read_text(encoding="utf-8")))) for p in TOURS]
+    if ids[0] != ids[1]:
+        failures.append(f"the tours quote different facts: {sorted(set(ids[0]) ^ set(ids[1]))}")
+    check_readme(a, same, outputs, failures)
     same = lists[0] == lists[1]
     print(f"  {'ok  ' if same else 'FAIL'} both tours run the same {len(lists[0])} commands", flush=True)
     if not same:
