@@ -69,3 +69,48 @@ def select_lr(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
         chosen_lr[setting] = best.lr
     kept = [r for r in rows if chosen_lr.get(tuple(r.get(k, "") for k in keys), r.get(lr_key)) == r.get(lr_key)]
     return choices, kept
+
+
+def tuning_seeds(rows, keys, lr_key="lr"):
+    """{setting: the seeds every lr of the setting ran} (the seeds select_lr compares the lrs on;
+    empty when there is no lr column or no seed common to all)."""
+    keys = [k for k in keys if k != lr_key]
+    by_setting = {}
+    for r in rows:
+        by_setting.setdefault(tuple(r.get(k, "") for k in keys), {}).setdefault(r.get(lr_key), set()).add(r.get("seed"))
+    return {s: set.intersection(*by_lr.values()) - {None, ""} if lr_key else set() for s, by_lr in by_setting.items()}
+
+
+def select_lr_crossfit(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
+    """Two-fold cross-fitting of the lr choice over seeds, for an estimate free of the winner's
+    curse when every lr ran every seed: the seeds of a setting are split into odd and even
+    (by their rank among the setting's seeds), each fold's runs are reported at the lr chosen
+    (select_lr) on the *other* fold, so no reported run took part in choosing its own lr.
+    Every lr of a setting must have run the same seeds (else ValueError: use the held-out seeds).
+    Returns (folds, kept): folds maps each setting to (lr applied to the first fold, lr applied to
+    the second), each a Choice made on the other fold; kept is the reported rows in input order."""
+    keys = [k for k in keys if k != lr_key]
+    by_setting = {}
+    for r in rows:
+        by_setting.setdefault(tuple(r.get(k, "") for k in keys), []).append(r)
+    folds, keep = {}, set()
+    for setting, runs in by_setting.items():
+        seeds_by_lr = {}
+        for r in runs:
+            seeds_by_lr.setdefault(r.get(lr_key), set()).add(r.get("seed"))
+        seed_sets = list(seeds_by_lr.values())
+        if any(s != seed_sets[0] for s in seed_sets):
+            raise ValueError(f"select_lr_crossfit: setting {setting}: the lrs ran different seeds "
+                             f"({ {lr: sorted(s, key=num) for lr, s in seeds_by_lr.items()} }); cross-fitting needs a full grid")
+        order = sorted(seed_sets[0], key=lambda s: (num(s), s))
+        if len(order) < 2:
+            raise ValueError(f"select_lr_crossfit: setting {setting} has {len(order)} seed(s); two folds need 2 or more")
+        fold = [set(order[0::2]), set(order[1::2])]
+        pair = []
+        for mine, other in ((fold[0], fold[1]), (fold[1], fold[0])):
+            choice, _ = select_lr([r for r in runs if r.get("seed") in other], keys, metric, direction, lr_key)
+            c = choice[setting]
+            pair.append(c)
+            keep.update(id(r) for r in runs if r.get("seed") in mine and r.get(lr_key) == c.lr)
+        folds[setting] = tuple(pair)
+    return folds, [r for r in rows if id(r) in keep]
