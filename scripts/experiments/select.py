@@ -83,28 +83,25 @@ def tuning_seeds(rows, keys, lr_key="lr"):
 
 def select_lr_crossfit(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
     """Two-fold cross-fitting of the lr choice over seeds, for an estimate free of the winner's
-    curse when every lr ran every seed: the seeds of a setting are split into odd and even
-    (by their rank among the setting's seeds), each fold's runs are reported at the lr chosen
-    (select_lr) on the *other* fold, so no reported run took part in choosing its own lr.
-    Every lr of a setting must have run the same seeds (else ValueError: use the held-out seeds).
-    Returns (folds, kept): folds maps each setting to (lr applied to the first fold, lr applied to
-    the second), each a Choice made on the other fold; kept is the reported rows in input order."""
+    curse when the lrs were compared on the seeds that are reported: the tuning seeds of a setting
+    (those every lr ran) are split into odd and even by rank (1st, 3rd, ... and 2nd, 4th, ...), and
+    each fold's runs are reported at the lr chosen (select_lr) on the *other* fold, so no reported
+    run took part in choosing its own lr. Runs of seeds that did not run at every lr (added later at
+    one lr) took no part in any choice: they are reported at the lr chosen on all the tuning seeds,
+    when they ran at it. A setting needs 2 or more tuning seeds (else ValueError).
+    Returns (folds, kept): folds maps each setting to (Choice applied to the first fold, Choice
+    applied to the second), each made on the other fold; kept is the reported rows in input order."""
     keys = [k for k in keys if k != lr_key]
     by_setting = {}
     for r in rows:
         by_setting.setdefault(tuple(r.get(k, "") for k in keys), []).append(r)
+    tuning = tuning_seeds(rows, keys, lr_key)
     folds, keep = {}, set()
     for setting, runs in by_setting.items():
-        seeds_by_lr = {}
-        for r in runs:
-            seeds_by_lr.setdefault(r.get(lr_key), set()).add(r.get("seed"))
-        seed_sets = list(seeds_by_lr.values())
-        if any(s != seed_sets[0] for s in seed_sets):
-            raise ValueError(f"select_lr_crossfit: setting {setting}: the lrs ran different seeds "
-                             f"({ {lr: sorted(s, key=num) for lr, s in seeds_by_lr.items()} }); cross-fitting needs a full grid")
-        order = sorted(seed_sets[0], key=lambda s: (num(s), s))
+        order = sorted(tuning[setting], key=lambda s: (num(s), s))
         if len(order) < 2:
-            raise ValueError(f"select_lr_crossfit: setting {setting} has {len(order)} seed(s); two folds need 2 or more")
+            raise ValueError(f"select_lr_crossfit: setting {setting} has {len(order)} seed(s) that every lr ran; "
+                             "two folds need 2 or more")
         fold = [set(order[0::2]), set(order[1::2])]
         pair = []
         for mine, other in ((fold[0], fold[1]), (fold[1], fold[0])):
@@ -113,4 +110,6 @@ def select_lr_crossfit(rows, keys, metric="val_loss", direction="min", lr_key="l
             pair.append(c)
             keep.update(id(r) for r in runs if r.get("seed") in mine and r.get(lr_key) == c.lr)
         folds[setting] = tuple(pair)
+        whole, _ = select_lr([r for r in runs if r.get("seed") in tuning[setting]], keys, metric, direction, lr_key)
+        keep.update(id(r) for r in runs if r.get("seed") not in tuning[setting] and r.get(lr_key) == whole[setting].lr)
     return folds, [r for r in rows if id(r) in keep]

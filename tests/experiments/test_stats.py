@@ -369,11 +369,17 @@ def test_lr_estimates():
           f"cross-fit keeps one run per seed, at its half's lr: {[(r['seed'], r['lr']) for r in kept]}")
     extra = rows + [{"h": "1", "lr": "0.001", "seed": s, "val_loss": "0.2"} for s in ("5", "6")]
     check(select.tuning_seeds(extra, ["h"], "lr") == {("1",): {"1", "2", "3", "4"}}, "tuning seeds: those every lr ran")
+    # Seeds 5, 6 ran at 0.001 only: they chose nothing, and are reported at the choice made on all the
+    # tuning seeds (a tie over seeds 1-4, 0.5 each: the lower lr, 0.001); seeds 1-4 as before.
+    _, kept = select.select_lr_crossfit(extra, ["h"], "val_loss", "min", "lr")
+    check(sorted((r["seed"], r["lr"]) for r in kept) ==
+          [("1", "0.003"), ("2", "0.001"), ("3", "0.003"), ("4", "0.001"), ("5", "0.001"), ("6", "0.001")],
+          f"cross-fit with extra seeds: {[(r['seed'], r['lr']) for r in kept]}")
     try:
-        select.select_lr_crossfit(extra, ["h"], "val_loss", "min", "lr")
-        check(False, "cross-fit with seeds run at one lr only must fail")
+        select.select_lr_crossfit(rows[:1] + rows[4:5], ["h"], "val_loss", "min", "lr")
+        check(False, "cross-fit with one tuning seed must fail")
     except ValueError as e:
-        check("full grid" in str(e), f"cross-fit error names the cause: {e}")
+        check("2 or more" in str(e), f"cross-fit error names the cause: {e}")
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "r.csv")
         write_csv(path, ["run", "h", "seed", "status", "steps", "lr", "val_loss", "test_acc"],
