@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks of scripts/experiments: each statistic against values computed independently (textbook
 values, hand-worked cases, brute-force enumeration), lr selection, and report.py end to end on a
-synthetic sweep (table numbers parsed back, PNGs present and not blank).
+synthetic sweep (table numbers parsed back, PNGs present and not blank); the reports of induction,
+grokking and retrieval remade from the committed CSVs alone equal the committed results.md.
 
     /usr/bin/python3 tests/experiments/test_stats.py
 
@@ -513,10 +514,38 @@ def test_end_to_end():
         check(p.returncode != 0 and "expected NAME:mean" in p.stderr, "a bad --metric is an error naming the forms")
 
 
+def test_committed_reports():
+    """The reports whose tables come from per-run CSVs by a script of their own are what that script
+    makes from the committed CSVs alone (the path `run.sh --report-only` takes without sweeps)."""
+    import shutil
+    exp = os.path.join(ROOT, "experiments")
+    S = os.path.join(ROOT, "scripts", "experiments")
+    with tempfile.TemporaryDirectory() as d:
+        missing = os.path.join(d, "no-sweep")
+        cases = []
+        out = os.path.join(d, "induction")
+        shutil.copytree(os.path.join(exp, "induction"), out)
+        cases.append(("induction", [os.path.join(S, "induction.py"), missing, os.path.join(out, "runs.csv"),
+                                    os.path.join(out, "heads.csv"), out]))
+        out = os.path.join(d, "grokking")
+        shutil.copytree(os.path.join(exp, "grokking"), out)
+        cases.append(("grokking", [os.path.join(S, "grokking.py"), os.path.join(out, "runs.csv"), missing,
+                                   "--out", os.path.join(out, "grokking.png"), "--steps", os.path.join(out, "steps.csv")]))
+        out = os.path.join(d, "retrieval")
+        shutil.copytree(os.path.join(exp, "retrieval"), out)
+        cases.append(("retrieval", [os.path.join(S, "retrieval.py"), missing, out]))
+        for name, cmd in cases:
+            p = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120)
+            want = open(os.path.join(exp, name, "results.md")).read()
+            check(p.returncode == 0 and p.stdout == want,
+                  f"{name}: the committed results.md is what its script makes from the committed CSVs "
+                  f"(exit {p.returncode}; {p.stderr.strip()[-200:]})")
+
+
 def main():
     for test in (test_wilson, test_fisher, test_mann_whitney, test_permutation, test_bootstrap_t, test_welch, test_holm,
                  test_kaplan_meier, test_select, test_spearman, test_spearman_strata, test_wilcoxon, test_lr_estimates,
-                 test_end_to_end):
+                 test_end_to_end, test_committed_reports):
         try:
             test()
         except Exception as e:  # a crash is a failure of that test, not of the script
