@@ -406,6 +406,11 @@ def cmd_table(a):
     text = "\n".join(lines) + "\n\n_" + title + " ".join(notes) + hardware([r for rs in runs.values() for r in rs]) + "_\n"
     if a.compare:
         text += "\n" + comparisons(a, ctx, keys, settings, runs, metrics)
+    write_text(a, text)
+
+
+def write_text(a, text):
+    """A table's Markdown to --out, or to stdout without it."""
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
@@ -535,14 +540,8 @@ def cmd_trend(a):
     m_tests = sum(1 for r in out if not math.isnan(r[6]))
     notes.append(f"Holm p: Holm-Bonferroni over the {plural(m_tests, 'test')} of this table.")
     notes.append(stated)
-    text = "\n".join(lines) + "\n\n_" + " ".join(n for n in notes if n) + \
-        hardware([r for rs in runs.values() for r in rs]) + "_\n"
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-        print(f"wrote {a.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
+    write_text(a, "\n".join(lines) + "\n\n_" + " ".join(n for n in notes if n) +
+               hardware([r for rs in runs.values() for r in rs]) + "_\n")
 
 
 # ---- figures -------------------------------------------------------------------------------------
