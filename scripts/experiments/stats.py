@@ -375,19 +375,43 @@ def spearman(x, y):
     return float((rx * ry).sum()) / d if d > 0 else float("nan")
 
 
-def spearman_test(x, y, n_perm=10000, seed=0, alternative="greater"):
+def spearman_test(x, y, n_perm=10000, seed=0, alternative="greater", strata=None):
     """Spearman's rho of (x, y) and its permutation p-value: the share of n_perm random
     permutations of y (plus the observed order) whose rho is at least the observed one
     (alternative "greater": a rising trend), at most it ("less"), or at least its magnitude
-    ("two-sided"). Exact for the permutations drawn; seeded, so repeatable."""
-    rho = spearman(x, y)
-    if math.isnan(rho):
-        return rho, float("nan")
+    ("two-sided"). Exact for the permutations drawn; seeded, so repeatable.
+
+    strata (optional, one label per pair): a stratified test. The statistic is the mean of the
+    within-stratum rhos weighted by the stratum sizes (a stratum whose x or y is constant has no
+    rho and weight 0), and y is permuted within each stratum only: the null hypothesis is no
+    association within any stratum, whatever the strata's levels. (A trend in d_k at each head
+    count, the head counts allowed to differ.) Without strata every pair is one stratum.
+    Since only y moves, its midranks are computed once and permuted (the rho of (x, y permuted)
+    is that of their midranks). Returns (rho, p)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    labels = [0] * len(x) if strata is None else list(strata)
+    if len(labels) != len(x) or len(y) != len(x):
+        raise ValueError(f"spearman_test: x, y and strata must have one entry per pair, found {len(x)}, {len(y)}, {len(labels)}")
+    groups = []  # (indices, centred x ranks, centred y ranks, denominator), strata with a defined rho
+    for s in dict.fromkeys(labels):
+        idx = np.array([i for i, v in enumerate(labels) if v == s])
+        rx, ry = ranks(x[idx]), ranks(y[idx])
+        rx, ry = rx - rx.mean(), ry - ry.mean()
+        d = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+        if d > 0:
+            groups.append((idx, rx, ry, d))
+    if not groups:
+        return float("nan"), float("nan")
+    total = sum(len(g[0]) for g in groups)
+
+    def statistic(perms):
+        return sum(len(idx) * float((rx * ry[p]).sum()) / d for (idx, rx, ry, d), p in zip(groups, perms)) / total
+
+    rho = statistic([np.arange(len(g[0])) for g in groups])
     rng = np.random.default_rng(seed)
-    y = np.asarray(y, dtype=float)
     hit = 1  # the observed order counts as one permutation
     for _ in range(n_perm):
-        r = spearman(x, rng.permutation(y))
+        r = statistic([rng.permutation(len(g[0])) for g in groups])
         if alternative == "greater":
             hit += r >= rho - 1e-12
         elif alternative == "less":
