@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CONFIG ?= configs/sort.yaml
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build train test test-torch asan package bench experiments experiments-quick fuzz clean
+.PHONY: all deps build train test tour test-torch asan package bench experiments experiments-quick fuzz clean
 
 all: build
 
@@ -24,6 +24,11 @@ train: build
 test: build
 	@cd $(BUILD) && { ctest --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; rc=$$?; \
 	  /usr/bin/python3 $(CURDIR)/tests/suite_summary.py ctest-junit.xml || rc=1; exit $$rc; }
+
+# The guided tour as written: every command, the long trainings included, and every number it
+# quotes checked against the output (make test runs the short ones; about 15 minutes on 2 cores).
+tour: build
+	/usr/bin/python3 tests/tour/test_tour.py --qkv $(BUILD)/qkv --workdir $(BUILD)/tour --long
 
 # The PyTorch bridge, both ways (needs python3-torch: scripts/install-deps.sh --python).
 test-torch: build

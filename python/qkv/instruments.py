@@ -9,13 +9,43 @@ from . import _qkv
 from .model import MASK_TEXT
 
 
-def heads(model, examples=64):
-    """Scores and a label for every head, over the first `examples` held-out (test) examples: the
-    rows of `qkv heads --csv`, one dict per head in model order, with the keys layer, layer_index,
-    head, kind, entropy, max_weight, previous_token, first_token, self, induction, retrieval
-    (NaN where a score does not apply) and label ("" when none). docs/instruments.md defines them.
+class HeadTable(list):
+    """The rows of `qkv heads --csv`, one dict per head in model order (keys: layer, layer_index,
+    head, kind, every name of `score_names`, label), with
+
+      score_names  the score columns: entropy, max_weight, previous_token, first_token, self,
+                   induction, retrieval, then the task's gold relations ("verb->subject", ...)
+      baselines    {relation: {"offset", "share", "count"}}: each relation's best fixed offset
+                   (the CSV's baseline row; empty for tasks without relations)
     """
-    return _qkv.heads(model._m, int(examples))
+
+    def array(self, name):
+        """Score `name` as an (attention layers, heads) array (NaN where it does not apply or a
+        layer has fewer heads)."""
+        layers = 1 + max(r["layer_index"] for r in self)
+        heads = 1 + max(r["head"] for r in self)
+        out = np.full((layers, heads), np.nan)
+        for r in self:
+            out[r["layer_index"], r["head"]] = r[name]
+        return out
+
+
+def heads(model, examples=64):
+    """Scores and a label for every head, over the first `examples` held-out (test) examples, as
+    `qkv heads --csv`: a HeadTable (a list of one dict per head; NaN where a score does not apply,
+    label "" when none). docs/instruments.md defines the scores; table.array("induction") gives one
+    as a (layers, heads) array."""
+    r = _qkv.heads(model._m, int(examples))
+    table = HeadTable(r["heads"])
+    table.score_names, table.baselines = r["score_names"], r["baselines"]
+    return table
+
+
+def head_similarity(model, examples=64):
+    """How alike the heads of each layer attend, as `qkv heads --similarity`: per attention layer
+    an (H, H) array of the mean Jensen-Shannon divergence in bits between two heads' weight rows on
+    the same queries (0: the same; 1: disjoint), over the first `examples` test examples."""
+    return _qkv.head_divergence(model._m, int(examples))
 
 
 def _heads_text(heads):
@@ -29,20 +59,22 @@ def _heads_text(heads):
     return ",".join(items)
 
 
-def ablate(model, heads=None, mode="zero", examples=0, prune=False, step=1):
+def ablate(model, heads=None, mode="zero", examples=0, prune=False, step=1, relation=None):
     """Held-out (test) metrics with heads removed, as `qkv ablate`: their output hook_z replaced
     by zero (mode "zero") or by its mean over the validation set ("mean").
 
     heads: "0.1,1.*" (as --heads), or a list of "L.H" strings or (layer, head) pairs: those heads
     removed together; None: each head removed alone; prune=True: the pruning curve of Michel et
-    al. (2019), `step` heads at a time. examples: the first N test examples (0: all).
+    al. (2019), `step` heads at a time. examples: the first N test examples (0: all). relation:
+    score only the tokens that have this gold relation ("verb->object", also "verb-object";
+    grammar models), as --relation.
     Returns {"mode", "examples", "intact": metrics} and "ablated" (heads given: the metrics with
     loss_change, accuracy_change and "heads"), "each" (a list in model order, each with layer,
     head; `qkv ablate` prints it sorted by loss) or "curve" (points with removed, fraction).
     Metrics: loss, token_accuracy, sequence_accuracy.
     """
     text = _heads_text(heads)
-    return _qkv.ablate(model._m, text, heads is not None, mode, int(examples), bool(prune), int(step))
+    return _qkv.ablate(model._m, text, heads is not None, mode, int(examples), bool(prune), int(step), relation or "")
 
 
 def explain(model, x=None, layer=0, head=0, query=0, example=None, mask_text=MASK_TEXT):

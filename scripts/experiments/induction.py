@@ -19,6 +19,8 @@ OUT_DIR/timeline.csv, one row per run:
   ablation), and with the whole first or last layer removed (zero);
 and OUT_DIR/curves.png (validation loss and head scores against step, one faint line per run,
 the median bold). It prints the report's tables (markdown).
+When SWEEP_DIR is not there (a checkout with the committed CSVs only), the tables are made from
+RUNS.csv and OUT_DIR/timeline.csv as committed, and curves.png is left as it is.
 """
 import argparse
 import csv
@@ -84,6 +86,10 @@ def main():
 
     runs = [r for r in csv.DictReader(open(a.runs)) if r["status"] in ("steps", "target", "diverged")]
     choices, kept = lrsel.select_lr(runs, ["model.layers"], metric="val_loss", direction="min")
+    if not a.sweep.is_dir():
+        print(f"induction.py: {a.sweep} not found: tables from {a.out / 'timeline.csv'}, curves.png kept", file=sys.stderr)
+        print_tables(a, choices, read_timeline(a.out / "timeline.csv"))
+        return
     heads = list(csv.DictReader(open(a.heads)))
     timeline = []
     for r in kept:
@@ -125,7 +131,27 @@ def main():
         w.writeheader()
         w.writerows(timeline)
     plot(timeline, a.out / "curves.png", a.drop)
+    print_tables(a, choices, timeline)
 
+
+INTS = ("layers", "seed", "steps", "drop_step", "prev_step", "induction_step")
+
+
+def read_timeline(path):
+    """timeline.csv as written above, numbers as numbers."""
+    rows = []
+    for r in csv.DictReader(open(path)):
+        t = dict(r)
+        for k, v in r.items():
+            if k in INTS:
+                t[k] = int(v)
+            elif k.startswith("test_") or k in ("lr", "plateau_loss"):
+                t[k] = float(v) if v not in ("", None) else math.nan
+        rows.append(t)
+    return rows
+
+
+def print_tables(a, choices, timeline):
     print("| layers | lr chosen (validation loss, mean over seeds: candidates) | n | validation loss at step "
           f"{a.plateau_step}, median | loss drop (< {a.drop:.1f} nats) by the budget | median drop step "
           "| test loss, median (min to max) | test token accuracy, median (min to max) |")

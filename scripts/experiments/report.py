@@ -2,9 +2,12 @@
 """Tables and figures for the experiment report from per-run CSVs (docs/experiment-method.md).
 
   report.py table RESULTS.csv... --metric SPEC... [--group KEYS] [--select-lr METRIC:min|max]
-            [--compare BASELINE] [--test mw|perm|welch] [--mean-ci t|bootstrap] [--by-step N] [--out MD]
+            [--lr-estimate all|held-out|cross-fit] [--compare BASELINE] [--test mw|perm|welch]
+            [--mean-ci t|bootstrap] [--by-step N] [--out MD]
+  report.py trend RESULTS.csv... --x KEY --metric SPEC... --alternative greater|less|two-sided
+            --stated before|post-hoc [--within KEYS] [--by KEYS] [--select-lr ...] [--out MD]
   report.py plot-curves SWEEP... --metric NAME [--by KEYS] [--label KEY=VALUE:WORDS]... --out PNG
-  report.py plot-rate RESULTS.csv... --x KEY --metric NAME:success>=X [--series KEY] --out PNG
+  report.py plot-rate RESULTS.csv... --x KEY --metric NAME:success>=X... [--series KEY] --out PNG
   report.py heatmap ATTENTION.csv [--layer NAME] [--heads 0,1] [--value-offset V] --out PNG
 
 RESULTS.csv is a `qkv sweep` results.csv (columns run, <grid keys>, seed, status, steps,
@@ -17,7 +20,13 @@ model.heads=4) tests every setting against that one; --compare model.scale=0, na
 keys, tests each setting against the one with scale 0 and the same other keys (Holm over all
 tests, their number in the caption). Settings are the values of the --group keys (default: the
 grid keys, without the learning rate). Only finished runs (status steps, target or diverged)
-count. Figures print a caption-ready description to stdout.
+count. --lr-estimate: every seed of the chosen lr (all), only the seeds that took no part in the
+choice (held-out), or each half of the seeds at the lr chosen on the other half (cross-fit): the
+last two are free of the winner's curse. trend: Spearman's rho of a metric against an ordered
+setting over the runs, permutation p (stratified with --within), Holm over the table's tests, and
+the caption says whether the test was stated before the runs. --derive NAME=A*B (also + - /) adds
+a column computed from two others (e.g. the query-key width model.heads*model.head_dim) to any
+command. plot-rate draws one panel per --metric. Figures print a caption-ready description to stdout.
 """
 import argparse
 import csv
@@ -105,6 +114,27 @@ def read_results(paths):
     return rows, keys
 
 
+DERIVE = re.compile(r"([A-Za-z_][\w.]*)=([A-Za-z_][\w.]*)([-+*/])([A-Za-z_][\w.]*)")
+
+
+def derive(rows, specs):
+    """--derive NAME=A*B (also + - /): a column computed per row from two others, e.g. the
+    query-key width model.heads*model.head_dim or a gap test_loss-train_loss. Values print with
+    %g (64, not 64.0); a missing or non-numeric operand gives nan."""
+    ops = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+           "/": lambda x, y: x / y if y else math.nan}
+    for spec in specs or []:
+        m = DERIVE.fullmatch(spec.replace(" ", ""))
+        if not m:
+            fail(f"--derive {spec}: expected NAME=A<op>B with op one of + - * / and A, B columns")
+        name, x, op, y = m.groups()
+        for col in (x, y):
+            need(rows, col, f"--derive {spec}")
+        for r in rows:
+            r[name] = format(ops[op](num(r.get(x)), num(r.get(y))), "g")
+    return rows
+
+
 def columns(rows):
     """Every column of the rows (files may differ), in first-seen order."""
     return [c for c in dict.fromkeys(c for r in rows for c in r) if c != "_dir"]
@@ -156,7 +186,17 @@ def prepare(a, rows, keys):
         need(rows, metric, f"--select-lr {a.select_lr}")
         if lr_key is None:
             fail(f"--select-lr: the results have no learning-rate column ({a.lr_column} or optimizer.lr)")
-        choices, kept = lrsel.select_lr([r for r in rows if finished(r)], keys, metric, direction or "min", lr_key)
+        done = [r for r in rows if finished(r)]
+        choices, kept = lrsel.select_lr(done, keys, metric, direction or "min", lr_key)
+        estimate = getattr(a, "lr_estimate", "all")
+        if estimate == "held-out":  # report only the seeds that took no part in the choice
+            tuning = lrsel.tuning_seeds(done, keys, lr_key)
+            kept = [r for r in kept if r.get("seed") not in tuning.get(tuple(r.get(k, "") for k in keys), set())]
+        elif estimate == "cross-fit":  # each half of the seeds at the lr chosen on the other half
+            try:
+                a.folds, kept = lrsel.select_lr_crossfit(done, keys, metric, direction or "min", lr_key)
+            except ValueError as e:
+                fail(f"--lr-estimate cross-fit: {e}")
         # Unfinished runs stay visible (the n column counts them), those of the chosen lr only.
         chosen = {s: c.lr for s, c in choices.items()}
         rows = kept + [r for r in rows if not finished(r) and chosen.get(tuple(r.get(k, "") for k in keys)) == r.get(lr_key)]
@@ -310,6 +350,7 @@ def hardware(rows):
 
 def cmd_table(a):
     rows, keys = read_results(a.results)
+    rows = derive(rows, a.derive)
     keys, settings, runs, everything, choices, lr_key = prepare(a, rows, keys)
     metrics = [Metric(s) for s in a.metric]
     for m in metrics:
@@ -325,7 +366,7 @@ def cmd_table(a):
         div = sum(r.get("status") == "diverged" for r in done)
         if div:
             n += f" ({div} diverged)"
-        lr = [fmt(num(choices[s].lr), "g") if s in choices else "-"] if choices else []
+        lr = [lr_cell(a, choices, s)] if choices else []
         cells = [c for m in metrics for c in (ctx.cells(m, done) if done else ["not run"] * len(ctx.headers(m)))]
         lines.append("| " + " | ".join(list(s) + [n] + lr + cells) + " |")
     notes = ["n: finished runs (seeds) per setting."]
@@ -336,6 +377,18 @@ def cmd_table(a):
                      "over the seeds every lr of the setting ran, chosen per setting among "
                      f"{', '.join(fmt(num(c), 'g') for c in cands)} "
                      "(ties: the lower lr); every other column is from that lr's runs.")
+        estimate = getattr(a, "lr_estimate", "all")
+        if estimate == "all":
+            notes.append("The lr was chosen on the same seeds that are reported (a winner's curse: the chosen lr's "
+                         "rates are biased upwards by the choice; --lr-estimate held-out or cross-fit removes it).")
+        elif estimate == "held-out":
+            notes.append("Only the seeds that took no part in the choice are reported (the seeds every lr ran chose "
+                         "it; a setting where every seed ran every lr has none left and is not listed): an estimate "
+                         "free of the winner's curse.")
+        else:
+            notes.append("Cross-fitted (free of the winner's curse): the seeds of each setting are split into two "
+                         "halves by rank (1st, 3rd, ... and 2nd, 4th, ...) and each half is reported at the lr chosen on "
+                         "the other half; the lr column reads 'lr of the first half / lr of the second half'.")
     kinds = {m.kind for m in metrics}
     if "success" in kinds:
         notes.append("Success rates: k of n runs, Wilson 95 % score interval.")
@@ -353,12 +406,24 @@ def cmd_table(a):
     text = "\n".join(lines) + "\n\n_" + title + " ".join(notes) + hardware([r for rs in runs.values() for r in rs]) + "_\n"
     if a.compare:
         text += "\n" + comparisons(a, ctx, keys, settings, runs, metrics)
+    write_text(a, text)
+
+
+def write_text(a, text):
+    """A table's Markdown to --out, or to stdout without it."""
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
         print(f"wrote {a.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)
+
+
+def lr_cell(a, choices, s):
+    if getattr(a, "folds", None) and s in a.folds:
+        first, second = a.folds[s]
+        return f"{fmt(num(first.lr), 'g')} / {fmt(num(second.lr), 'g')}"
+    return fmt(num(choices[s].lr), "g") if s in choices else "-"
 
 
 def comparisons(a, ctx, keys, settings, runs, metrics):
@@ -398,6 +463,85 @@ def comparisons(a, ctx, keys, settings, runs, metrics):
             + (f", {len(out) - m_tests} not testable" if m_tests < len(out) else "")
             + f"); Holm p: Holm-Bonferroni adjusted over all {m_tests}. Values: success counts, means "
             "(NAME:mean) or medians; steps: censored medians._\n")
+
+
+# ---- trend ---------------------------------------------------------------------------------------
+
+def cmd_trend(a):
+    """Spearman trend tests of a metric against an ordered setting, one row per metric (and per
+    --by value), permutation p-values, Holm over the rows."""
+    rows, keys = read_results(a.results)
+    rows = derive(rows, a.derive)
+    need(rows, a.x, f"--x {a.x}")
+    strata = a.within.split(",") if a.within else []
+    by = a.by.split(",") if a.by else []
+    a.group = ",".join(dict.fromkeys([a.x] + strata + by))
+    keys, settings, runs, _, choices, _ = prepare(a, rows, keys)
+    metrics = [Metric(m if ":" in m else m + ":median") for m in a.metric]
+    for m in metrics:
+        need(rows, m.name, f"--metric {m.name}")
+    if any(math.isnan(num(s[0])) for s in settings):
+        fail(f"--x {a.x}: the values must be numbers (found {sorted({s[0] for s in settings})})")
+    pos = {k: i for i, k in enumerate(keys)}
+    groups = list(dict.fromkeys(tuple(s[pos[k]] for k in by) for s in settings))
+    out = []
+    for g in groups:
+        mine = [s for s in settings if tuple(s[pos[k]] for k in by) == g]
+        for m in metrics:
+            x, y, st = [], [], []
+            for s in mine:
+                for r in runs[s]:
+                    v = (1.0 if m.successes([r]) else 0.0) if m.kind == "success" else num(r.get(m.name))
+                    if math.isnan(v):
+                        continue
+                    x.append(num(s[0]))
+                    y.append(v)
+                    st.append(tuple(s[pos[k]] for k in strata))
+            rho, p = stats.spearman_test(x, y, n_perm=a.n_perm, seed=a.seed, alternative=a.alternative,
+                                         strata=st if strata else None)
+            per_x = []
+            for xv in sorted(set(x)):
+                vals = [v for v, xx in zip(y, x) if xx == xv]
+                per_x.append(f"{xv:g}: {int(sum(vals))}/{len(vals)}" if m.kind == "success" else
+                             f"{xv:g}: {fmt(stats.median_iqr(vals).median, '.3g')}")
+            within = ""
+            if strata:
+                parts = []
+                for sv in dict.fromkeys(st):
+                    idx = [i for i, t in enumerate(st) if t == sv]
+                    r_s = stats.spearman([x[i] for i in idx], [y[i] for i in idx])
+                    parts.append(f"{setting_label(strata, sv)}: {fmt(r_s, '.2f')}")
+                within = "; ".join(parts)
+            out.append([setting_label(by, g) if by else "", m.describe() if m.kind == "success" else m.name,
+                        ", ".join(per_x), str(len(x)), fmt(rho, ".3f"), within, p])
+    adjusted = stats.holm([r[-1] for r in out])
+    head = (["setting"] if by else []) + ["metric", f"by {short(a.x)} ({'k/n' if any(m.kind == 'success' for m in metrics) else 'median'})",
+                                          "runs", "Spearman rho"] + ([f"rho within each {', '.join(map(short, strata))}"] if strata else []) \
+        + [f"p ({a.alternative})", "Holm p"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r, adj in zip(out, adjusted):
+        cells = ([r[0]] if by else []) + r[1:5] + ([r[5]] if strata else []) + [fmt(r[6], ".3g"), fmt(adj, ".3g")]
+        lines.append("| " + " | ".join(cells) + " |")
+    direction = {"greater": f"rising with {short(a.x)}", "less": f"falling with {short(a.x)}",
+                 "two-sided": f"rising or falling with {short(a.x)}"}[a.alternative]
+    stated = ("Stated before the runs." if a.stated == "before" else
+              "Post hoc: this test was chosen after the runs had been seen, so its p-value describes these data "
+              "and is not a confirmatory test.")
+    notes = [f"{a.title}." if a.title else "",
+             f"Trend test: Spearman's rho between {a.x} and the metric over the runs (one value per run: for "
+             "success rates 1 if the run passes the threshold, else 0); alternative: the metric "
+             f"{direction}; p from {a.n_perm} random permutations of the metric (seed {a.seed}), the observed order "
+             "counted."]
+    if strata:
+        notes.append(f"Stratified by {', '.join(strata)}: rho is the mean of the within-stratum rhos weighted by "
+                     "their runs, and the permutations stay within each stratum.")
+    if choices:
+        notes.append(f"lr chosen per setting on {a.select_lr.split(':')[0]} (the same seeds are tested).")
+    m_tests = sum(1 for r in out if not math.isnan(r[6]))
+    notes.append(f"Holm p: Holm-Bonferroni over the {plural(m_tests, 'test')} of this table.")
+    notes.append(stated)
+    write_text(a, "\n".join(lines) + "\n\n_" + " ".join(n for n in notes if n) +
+               hardware([r for rs in runs.values() for r in rs]) + "_\n")
 
 
 # ---- figures -------------------------------------------------------------------------------------
@@ -483,6 +627,7 @@ def plot_runs(ax, curves, colour, label):
 def cmd_plot_curves(a):
     plt = pyplot()
     rows, keys = read_results(a.sweeps)
+    rows = derive(rows, a.derive)
     a.group = a.by
     keys, settings, runs, _, choices, _ = prepare(a, rows, keys)
     labels = parse_labels(a.label)
@@ -513,60 +658,83 @@ def cmd_plot_curves(a):
                  + "; ".join(described) + ".")
 
 
+def wrap(text, width_in, fontsize=9):
+    """Break a title into lines that fit width_in inches at fontsize points (about 0.55 em per
+    character), so that it is never clipped at the figure's edges."""
+    import textwrap
+    return textwrap.fill(text, max(20, int(width_in * 72 / (fontsize * 0.58))))
+
+
 def cmd_plot_rate(a):
     plt = pyplot()
     rows, keys = read_results(a.results)
-    metric = Metric(a.metric)
-    if metric.kind != "success":
-        fail(f"plot-rate --metric {a.metric}: expected NAME:success>=X (or >, <=, <)")
-    need(rows, metric.name, f"--metric {a.metric}")
+    rows = derive(rows, a.derive)
+    metrics = [Metric(m) for m in a.metric]
+    for m, spec in zip(metrics, a.metric):
+        if m.kind != "success":
+            fail(f"plot-rate --metric {spec}: expected NAME:success>=X (or >, <=, <)")
+        need(rows, m.name, f"--metric {spec}")
     a.group = ",".join([a.x] + ([a.series] if a.series else []))
     keys, settings, runs, _, choices, _ = prepare(a, rows, keys)
     labels = parse_labels(a.label)
     numeric = all(not math.isnan(num(s[0])) for s in settings)
     xs = sorted({s[0] for s in settings}, key=num) if numeric else list(dict.fromkeys(s[0] for s in settings))
     series = list(dict.fromkeys(s[1] for s in settings)) if a.series else [None]
-    fig, ax = plt.subplots(figsize=(4.8, 3.2))
+    panel_w = 4.4
+    fig, axes = plt.subplots(1, len(metrics), figsize=(panel_w * len(metrics) + 0.4, 3.5), sharey=True, squeeze=False)
     spacing = min([num(b) - num(a_) for a_, b in zip(xs, xs[1:])] or [1]) if numeric and not a.logx else 1
     described = []
-    for i, (colour, g) in enumerate(zip(colours(plt, len(series)), series)):
-        px, py, lo, hi = [], [], [], []
-        for s in settings:
-            if a.series and s[1] != g or not runs[s]:
-                continue
-            w = stats.wilson(metric.successes(runs[s]), len(runs[s]))
-            offset = (i - (len(series) - 1) / 2) * 0.06  # series side by side, not on top of each other
-            if not numeric:
-                x = xs.index(s[0]) + offset
-            else:
-                x = num(s[0]) * 2 ** offset if a.logx else num(s[0]) + offset * spacing
-            px.append(x)
-            py.append(w.p)
-            lo.append(w.p - w.low)
-            hi.append(w.high - w.p)
-            ax.annotate(f"{w.k}/{w.n}", (x, w.p), textcoords="offset points", xytext=(4, 3), fontsize=6, color=colour)
-            described.append(f"{short(a.x)} {s[0]}{', ' + words([a.series], [g], labels) if a.series else ''}: "
+    for ax, metric in zip(axes[0], metrics):
+        shown = []
+        for i, (colour, g) in enumerate(zip(colours(plt, len(series)), series)):
+            px, py, lo, hi = [], [], [], []
+            for s in settings:
+                if a.series and s[1] != g or not runs[s]:
+                    continue
+                w = stats.wilson(metric.successes(runs[s]), len(runs[s]))
+                offset = (i - (len(series) - 1) / 2) * 0.15  # series side by side, not on top of each other
+                if not numeric:
+                    x = xs.index(s[0]) + offset
+                else:
+                    x = num(s[0]) * 2 ** offset if a.logx else num(s[0]) + offset * spacing
+                px.append(x)
+                py.append(w.p)
+                lo.append(w.p - w.low)
+                hi.append(w.high - w.p)
+                # k/n beside the point, above or below by series so that labels at one x do not overlap
+                ax.annotate(f"{w.k}/{w.n}", (x, w.p), textcoords="offset points", xytext=(3, (3, -9, 10)[i % 3]),
+                            fontsize=6, color=colour)
+                shown.append(f"{short(a.x)} {s[0]}{', ' + words([a.series], [g], labels) if a.series else ''}: "
                              f"{w.k}/{w.n} [{w.low:.2f}, {w.high:.2f}]")
-        name = words([a.series], [g], labels) if a.series else None
-        ax.errorbar(px, py, yerr=[lo, hi], marker="o", ms=4, lw=1, capsize=3, color=colour, label=name)
-    ax.set_ylim(-0.03, 1.08)
-    ax.set_xlabel(a.xlabel or short(a.x))
-    ax.set_ylabel(f"fraction of runs with {metric.describe()}")
-    if numeric and a.logx:
-        ax.set_xscale("log", base=2)
-    if numeric:
-        ax.set_xticks([num(x) for x in xs])
-        ax.set_xticklabels(xs)
+            name = words([a.series], [g], labels) if a.series else None
+            ax.errorbar(px, py, yerr=[lo, hi], marker="o", ms=4, lw=1, capsize=3, color=colour, label=name)
+        described.append((metric.describe(), shown))
+        ax.set_ylim(-0.03, 1.1)
+        ax.set_xlabel(a.xlabel or short(a.x))
+        if numeric and a.logx:
+            ax.set_xscale("log", base=2)
+        if numeric:
+            ax.set_xticks([num(x) for x in xs])
+            ax.set_xticklabels(xs)
+            ax.minorticks_off()
+        else:
+            ax.set_xticks(range(len(xs)))
+            ax.set_xticklabels(xs)
+        if len(metrics) > 1:
+            ax.set_title(wrap(metric.describe(), panel_w))
+    axes[0][0].set_ylabel("fraction of runs" if len(metrics) > 1 else f"fraction of runs with {metrics[0].describe()}")
+    if a.series:  # outside the last panel: never on top of a point
+        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    title = a.title or f"runs with {', '.join(m.describe() for m in metrics)}, by {short(a.x)}"
+    if len(metrics) > 1:
+        fig.suptitle(wrap(title, panel_w * len(metrics)), fontsize=9)
     else:
-        ax.set_xticks(range(len(xs)))
-        ax.set_xticklabels(xs)
-    if a.series:
-        ax.legend(loc="best", frameon=False)
-    title = a.title or f"runs with {metric.describe()}, by {short(a.x)}"
-    ax.set_title(title)
+        axes[0][0].set_title(wrap(title, panel_w * 0.85))
     lr_note = " Learning rate chosen per setting on the validation split." if choices else ""
-    save(fig, a, f"{title}. Points: the fraction of runs of each setting with {metric.describe()} (k/n beside "
-                 f"each point); bars: Wilson 95 % intervals, which stay within [0, 1].{lr_note} " + "; ".join(described) + ".")
+    what = ("; ".join(f"panel {m}: " + "; ".join(d) for m, d in described) if len(metrics) > 1 else "; ".join(described[0][1]))
+    save(fig, a, f"{title}. Points: the fraction of runs of each setting that pass "
+                 f"{' / '.join(m for m, _ in described)}{' (one panel each)' if len(metrics) > 1 else ''} (k/n beside "
+                 f"each point); bars: Wilson 95 % intervals, which stay within [0, 1].{lr_note} " + what + ".")
 
 
 def cmd_heatmap(a):
@@ -638,6 +806,8 @@ def main():
         c.add_argument("--title")
         c.add_argument("--out", required=out_required, help="output file" + ("" if out_required else " (default: stdout)"))
         c.add_argument("--dpi", type=int, default=110)
+        c.add_argument("--derive", action="append", metavar="NAME=A*B",
+                       help="a column computed from two others (ops + - * /), e.g. qk_width=model.heads*model.head_dim")
 
     t = sub.add_parser("table", help="Markdown table per setting, optional tests against a baseline")
     common(t, "results", out_required=False)
@@ -650,6 +820,22 @@ def main():
     t.add_argument("--by-step", type=float, help="N of 'reached by step N' (default: the budget)")
     t.add_argument("--budget", type=float, help="the step budget (default: the largest steps of any finished run)")
     t.add_argument("--seed", type=int, default=0, help="seed of bootstrap and permutation resampling")
+    t.add_argument("--lr-estimate", choices=["all", "held-out", "cross-fit"], default="all",
+                   help="with --select-lr: report every seed of the chosen lr (all), only the seeds not used to choose "
+                        "it (held-out), or each half of the seeds at the lr chosen on the other half (cross-fit)")
+    tr = sub.add_parser("trend", help="Spearman trend test of metrics against an ordered setting (permutation p)")
+    common(tr, "results", out_required=False)
+    tr.add_argument("--x", required=True, help="the ordered setting key (numbers), e.g. model.heads")
+    tr.add_argument("--metric", action="append", required=True,
+                    help="NAME (the run's value) or NAME:success>=X (1 if the run passes, else 0); repeatable")
+    tr.add_argument("--within", help="strata keys: the trend within each (stratified permutation)")
+    tr.add_argument("--by", help="keys: one test per value (e.g. arm)")
+    tr.add_argument("--alternative", choices=["greater", "less", "two-sided"], required=True,
+                    help="greater: the metric rises with x")
+    tr.add_argument("--stated", choices=["before", "post-hoc"], required=True,
+                    help="whether the test was stated before the runs; the caption says which")
+    tr.add_argument("--n-perm", type=int, default=10000)
+    tr.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("plot-curves", help="per-seed curves (faint) and their median (bold) per setting")
     common(c, "sweeps")
     c.add_argument("--metric", required=True, help="a metrics.csv column, or attn.<stat>")
@@ -661,7 +847,8 @@ def main():
     common(r, "results")
     r.add_argument("--x", required=True, help="the setting key on the x axis")
     r.add_argument("--series", help="a second key: one line per value")
-    r.add_argument("--metric", required=True, help="NAME:success>=X")
+    r.add_argument("--metric", action="append", required=True,
+                   help="NAME:success>=X; repeatable: one panel per metric (e.g. two thresholds, test and validation)")
     r.add_argument("--label", action="append", metavar="KEY=VALUE:WORDS")
     r.add_argument("--xlabel")
     r.add_argument("--logx", action="store_true")
@@ -674,7 +861,7 @@ def main():
     h.add_argument("--out", required=True)
     h.add_argument("--dpi", type=int, default=110)
     a = p.parse_args()
-    {"table": cmd_table, "plot-curves": cmd_plot_curves, "plot-rate": cmd_plot_rate, "heatmap": cmd_heatmap}[a.cmd](a)
+    {"table": cmd_table, "trend": cmd_trend, "plot-curves": cmd_plot_curves, "plot-rate": cmd_plot_rate, "heatmap": cmd_heatmap}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,9 @@ import machine  # noqa: E402
 
 FINISHED = ("steps", "target", "diverged")
 EVAL_ROWS = {"loss (nats/token)": "loss", "token accuracy": "token_acc", "sequence accuracy": "seq_acc",
-             "bits/char": "bits_per_char", "perplexity": "perplexity"}
+             "bits/char": "bits_per_char", "perplexity": "perplexity",
+             # masked models (task.objective masked): the chosen positions only
+             "masked loss (nats/token)": "loss", "masked accuracy": "token_acc"}
 
 
 def run_qkv(binary, *args, threads=True):

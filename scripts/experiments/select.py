@@ -69,3 +69,47 @@ def select_lr(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
         chosen_lr[setting] = best.lr
     kept = [r for r in rows if chosen_lr.get(tuple(r.get(k, "") for k in keys), r.get(lr_key)) == r.get(lr_key)]
     return choices, kept
+
+
+def tuning_seeds(rows, keys, lr_key="lr"):
+    """{setting: the seeds every lr of the setting ran} (the seeds select_lr compares the lrs on;
+    empty when there is no lr column or no seed common to all)."""
+    keys = [k for k in keys if k != lr_key]
+    by_setting = {}
+    for r in rows:
+        by_setting.setdefault(tuple(r.get(k, "") for k in keys), {}).setdefault(r.get(lr_key), set()).add(r.get("seed"))
+    return {s: set.intersection(*by_lr.values()) - {None, ""} if lr_key else set() for s, by_lr in by_setting.items()}
+
+
+def select_lr_crossfit(rows, keys, metric="val_loss", direction="min", lr_key="lr"):
+    """Two-fold cross-fitting of the lr choice over seeds, for an estimate free of the winner's
+    curse when the lrs were compared on the seeds that are reported: the tuning seeds of a setting
+    (those every lr ran) are split into odd and even by rank (1st, 3rd, ... and 2nd, 4th, ...), and
+    each fold's runs are reported at the lr chosen (select_lr) on the *other* fold, so no reported
+    run took part in choosing its own lr. Runs of seeds that did not run at every lr (added later at
+    one lr) took no part in any choice: they are reported at the lr chosen on all the tuning seeds,
+    when they ran at it. A setting needs 2 or more tuning seeds (else ValueError).
+    Returns (folds, kept): folds maps each setting to (Choice applied to the first fold, Choice
+    applied to the second), each made on the other fold; kept is the reported rows in input order."""
+    keys = [k for k in keys if k != lr_key]
+    by_setting = {}
+    for r in rows:
+        by_setting.setdefault(tuple(r.get(k, "") for k in keys), []).append(r)
+    tuning = tuning_seeds(rows, keys, lr_key)
+    folds, keep = {}, set()
+    for setting, runs in by_setting.items():
+        order = sorted(tuning[setting], key=lambda s: (num(s), s))
+        if len(order) < 2:
+            raise ValueError(f"select_lr_crossfit: setting {setting} has {len(order)} seed(s) that every lr ran; "
+                             "two folds need 2 or more")
+        fold = [set(order[0::2]), set(order[1::2])]
+        pair = []
+        for mine, other in ((fold[0], fold[1]), (fold[1], fold[0])):
+            choice, _ = select_lr([r for r in runs if r.get("seed") in other], keys, metric, direction, lr_key)
+            c = choice[setting]
+            pair.append(c)
+            keep.update(id(r) for r in runs if r.get("seed") in mine and r.get(lr_key) == c.lr)
+        folds[setting] = tuple(pair)
+        whole, _ = select_lr([r for r in runs if r.get("seed") in tuning[setting]], keys, metric, direction, lr_key)
+        keep.update(id(r) for r in runs if r.get("seed") not in tuning[setting] and r.get(lr_key) == whole[setting].lr)
+    return folds, [r for r in rows if id(r) in keep]

@@ -364,3 +364,94 @@ def median_iqr(values):
         return Spread(math.nan, math.nan, math.nan, 0)
     q1, med, q3 = np.percentile(v, [25, 50, 75])
     return Spread(float(med), float(q1), float(q3), len(v))
+
+
+def spearman(x, y):
+    """Spearman's rank correlation: Pearson's r of the midranks of x and of y; nan when either
+    is constant."""
+    rx, ry = ranks(x), ranks(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    d = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+    return float((rx * ry).sum()) / d if d > 0 else float("nan")
+
+
+def spearman_test(x, y, n_perm=10000, seed=0, alternative="greater", strata=None):
+    """Spearman's rho of (x, y) and its permutation p-value: the share of n_perm random
+    permutations of y (plus the observed order) whose rho is at least the observed one
+    (alternative "greater": a rising trend), at most it ("less"), or at least its magnitude
+    ("two-sided"). Exact for the permutations drawn; seeded, so repeatable.
+
+    strata (optional, one label per pair): a stratified test. The statistic is the mean of the
+    within-stratum rhos weighted by the stratum sizes (a stratum whose x or y is constant has no
+    rho and weight 0), and y is permuted within each stratum only: the null hypothesis is no
+    association within any stratum, whatever the strata's levels. (A trend in d_k at each head
+    count, the head counts allowed to differ.) Without strata every pair is one stratum.
+    Since only y moves, its midranks are computed once and permuted (the rho of (x, y permuted)
+    is that of their midranks). Returns (rho, p)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    labels = [0] * len(x) if strata is None else list(strata)
+    if len(labels) != len(x) or len(y) != len(x):
+        raise ValueError(f"spearman_test: x, y and strata must have one entry per pair, found {len(x)}, {len(y)}, {len(labels)}")
+    groups = []  # (indices, centred x ranks, centred y ranks, denominator), strata with a defined rho
+    for s in dict.fromkeys(labels):
+        idx = np.array([i for i, v in enumerate(labels) if v == s])
+        rx, ry = ranks(x[idx]), ranks(y[idx])
+        rx, ry = rx - rx.mean(), ry - ry.mean()
+        d = math.sqrt(float((rx * rx).sum() * (ry * ry).sum()))
+        if d > 0:
+            groups.append((idx, rx, ry, d))
+    if not groups:
+        return float("nan"), float("nan")
+    total = sum(len(g[0]) for g in groups)
+
+    def statistic(perms):
+        return sum(len(idx) * float((rx * ry[p]).sum()) / d for (idx, rx, ry, d), p in zip(groups, perms)) / total
+
+    rho = statistic([np.arange(len(g[0])) for g in groups])
+    rng = np.random.default_rng(seed)
+    hit = 1  # the observed order counts as one permutation
+    for _ in range(n_perm):
+        r = statistic([rng.permutation(len(g[0])) for g in groups])
+        if alternative == "greater":
+            hit += r >= rho - 1e-12
+        elif alternative == "less":
+            hit += r <= rho + 1e-12
+        else:
+            hit += abs(r) >= abs(rho) - 1e-12
+    return rho, hit / (n_perm + 1)
+
+
+def wilcoxon_signed_rank(d, alternative="greater"):
+    """Wilcoxon's signed-rank test of paired differences d (zeros dropped): W+ = the sum of the
+    midranks of |d| over positive d. p exact by enumerating the 2^n sign patterns of the ranks
+    (n <= 20), else from the normal approximation with the tie correction. alternative "greater":
+    the differences tend to be positive. Returns (W+, n, p)."""
+    d = np.asarray([v for v in d if v != 0 and not math.isnan(v)], dtype=float)
+    n = len(d)
+    if n == 0:
+        return float("nan"), 0, float("nan")
+    r = ranks(np.abs(d))
+    w = float(r[d > 0].sum())
+    total = float(r.sum())
+    if n <= 20:
+        # The number of sign patterns with W+ = s, by dynamic programming over the (mid)ranks
+        # doubled to integers.
+        two = [int(round(2 * v)) for v in r]
+        counts = {0: 1}
+        for k in two:
+            nxt = dict(counts)
+            for s, c in counts.items():
+                nxt[s + k] = nxt.get(s + k, 0) + c
+            counts = nxt
+        w2 = int(round(2 * w))
+        all_ = 2 ** n
+        ge = sum(c for s, c in counts.items() if s >= w2) / all_
+        le = sum(c for s, c in counts.items() if s <= w2) / all_
+        p = ge if alternative == "greater" else le if alternative == "less" else min(1.0, 2 * min(ge, le))
+        return w, n, p
+    mean = total / 2
+    var = float((r * r).sum()) / 4
+    z = (w - mean) / math.sqrt(var)
+    cdf = 0.5 * (1 + math.erf(z / math.sqrt(2)))
+    p = 1 - cdf if alternative == "greater" else cdf if alternative == "less" else 2 * min(cdf, 1 - cdf)
+    return w, n, p

@@ -30,33 +30,65 @@ py::list head_list(const std::vector<interp::HeadRef>& heads) {
 
 }  // namespace
 
-py::list heads(Model& m, std::size_t examples) {
+py::dict heads(Model& m, std::size_t examples) {
   if (examples == 0) throw py::value_error("examples: expected at least 1 held-out example");
   std::vector<interp::HeadScores> scores;
+  std::vector<interp::OffsetBaseline> baselines;
+  std::vector<std::string> names;
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(m.mutex());
     m.ensure_data();
     interp::HeadScoreOptions o;
     o.examples = examples;
-    scores = interp::head_scores(m.task_model(), m.data_task(), m.data().test_set(), o);
+    const data::Batch& test = m.data().test_set();
+    scores = interp::head_scores(m.task_model(), m.data_task(), test, o);
+    baselines = interp::role_baselines(m.data_task(), data::rows(test, 0, std::min(examples, test.size())));
+    names = interp::score_names(&m.data_task());
   }
-  py::list out;
+  py::list rows;
   for (auto& s : scores) {
     py::dict d;
     d["layer"] = s.layer;
     d["layer_index"] = s.layer_index;
     d["head"] = s.head;
     d["kind"] = model::attention_kind_name(s.kind);
-    for (auto& name : interp::score_names()) d[py::str(name)] = interp::score(s, name);
+    for (auto& name : names) d[py::str(name)] = interp::score(s, name);
     d["label"] = s.label;
-    out.append(d);
+    rows.append(d);
   }
+  const std::vector<std::string>& relations = m.data_task().relation_names();
+  py::dict best_offsets;
+  for (std::size_t r = 0; r < baselines.size() && r < relations.size(); ++r) {
+    py::dict d;
+    d["offset"] = baselines[r].offset;
+    d["share"] = baselines[r].share;
+    d["count"] = baselines[r].count;
+    best_offsets[py::str(relations[r])] = d;
+  }
+  py::dict out;
+  out["heads"] = rows;
+  out["score_names"] = names;
+  out["baselines"] = best_offsets;
+  return out;
+}
+
+py::list head_divergence(Model& m, std::size_t examples) {
+  if (examples == 0) throw py::value_error("examples: expected at least 1 held-out example");
+  std::vector<Array<double>> js;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(m.mutex());
+    m.ensure_data();
+    js = interp::head_divergence(m.task_model(), m.data().test_set(), examples);
+  }
+  py::list out;
+  for (auto& a : js) out.append(adopt<double>(std::move(a)));
   return out;
 }
 
 py::dict ablate(Model& m, const std::string& heads, bool has_heads, const std::string& mode_name, std::size_t examples,
-                bool prune, std::size_t step) {
+                bool prune, std::size_t step, const std::string& relation) {
   if (prune && has_heads) throw py::value_error("prune removes every head in turn: give either heads or prune=True");
   if (step == 0) throw py::value_error("step: expected at least 1 head removed per pruning step");
   const interp::AblationMode mode = interp::ablation_mode_names().parse(mode_name, "mode");
@@ -79,7 +111,8 @@ py::dict ablate(Model& m, const std::string& heads, bool has_heads, const std::s
     m.ensure_data();
     // The rows `qkv ablate` reports on: the first `examples` of the test split (0: all), and the
     // validation split for the means and the pruning importances.
-    const data::Batch test = m.held_out("test", examples);
+    const data::Batch test = relation.empty() ? m.held_out("test", examples)
+                                              : interp::restrict_to_relation(m.data_task(), m.held_out("test", examples), relation);
     const data::Batch& val = m.data().eval_set();
     n = test.size();
     std::vector<Array<float>> means;
@@ -94,6 +127,7 @@ py::dict ablate(Model& m, const std::string& heads, bool has_heads, const std::s
       rows = interp::ablate_each(m.task_model(), test, mode, mp);
   }
   out["mode"] = mode_name;
+  out["relation"] = relation.empty() ? py::object(py::none()) : py::object(py::str(relation));
   out["examples"] = n;
   out["intact"] = metrics_dict(base);
   auto with_changes = [&](const model::EvalMetrics& r) {

@@ -3,6 +3,7 @@
 // explain --json`, `qkv fill` and `qkv generate`, as plain data.
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // in every file of the module: one meaning for each converted type
 
 #include <cstdint>
 #include <string>
@@ -13,17 +14,24 @@
 namespace qkv::python {
 namespace py = pybind11;
 
-/// interp::head_scores on the first `examples` rows of the test split: one dict per head with the
-/// columns of `qkv heads --csv` (layer, layer_index, head, kind, the scores (NaN: does not apply),
-/// label).
-py::list heads(Model& m, std::size_t examples);
+/// interp::head_scores on the first `examples` rows of the test split, as `qkv heads --csv`:
+/// {"heads": one dict per head with the CSV's columns (layer, layer_index, head, kind, the scores
+/// of "score_names" (NaN: does not apply; the task's relations last), label), "score_names",
+/// "baselines": {relation: {"offset", "share", "count"}} (the best fixed offset, the CSV's
+/// baseline row)}.
+py::dict heads(Model& m, std::size_t examples);
+
+/// interp::head_divergence on the first `examples` test rows (`qkv heads --similarity`): per
+/// attention layer an (H, H) array of Jensen-Shannon divergences in bits.
+py::list head_divergence(Model& m, std::size_t examples);
 
 /// `qkv ablate`: {"mode", "examples", "intact": metrics} plus, with `has_heads`, "ablated" (those
 /// heads removed together); with `prune`, "curve" (the pruning curve); else "each" (every head
-/// removed alone, in model order). Metrics: loss, token_accuracy, sequence_accuracy (and
+/// removed alone, in model order). `relation` (not empty): only the tokens with that gold relation
+/// are scored (interp::restrict_to_relation, as --relation). Metrics: loss, token_accuracy, sequence_accuracy (and
 /// loss_change, accuracy_change against the intact model).
 py::dict ablate(Model& m, const std::string& heads, bool has_heads, const std::string& mode, std::size_t examples,
-                bool prune, std::size_t step);
+                bool prune, std::size_t step, const std::string& relation);
 
 /// interp::explanation_json of one query (what `qkv explain --json` prints) for a one-row batch.
 std::string explain(Model& m, const py::dict& row, std::size_t layer, std::size_t head, std::size_t query);

@@ -9,6 +9,7 @@
 
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // in every file of the module: one meaning for each converted type
 
 #include <functional>
 #include <mutex>

@@ -168,6 +168,7 @@ PYBIND11_MODULE(_qkv, m) {
       .def("time_cxx_forward", &Model::time_cxx_forward);
 
   m.def("heads", &qkv::python::heads);
+  m.def("head_divergence", &qkv::python::head_divergence);
   m.def("ablate", &qkv::python::ablate);
   m.def("explain", &qkv::python::explain);
   m.def("fill", &qkv::python::fill);
@@ -196,6 +197,5 @@ PYBIND11_MODULE(_qkv, m) {
     qkv::set_num_threads(n);
   });
   m.def("pool_stats", &pool_stats);
-  m.def("score_names", &qkv::interp::score_names);
   m.def("did_you_mean", &qkv::did_you_mean, "\"; did you mean 'X'?\" for the candidate closest to word, or \"\" (qkv's rule)");
 }

@@ -18,15 +18,13 @@
 namespace qkv::python {
 namespace {
 
-// The thread count of a call, put back when it ends (qkv's threads are the process's).
-class ThreadScope {
+// The process's thread count, put back when the call ends (run_training sets the run's).
+class ThreadsRestored {
  public:
-  explicit ThreadScope(int n) : previous_(num_threads()) {
-    if (n > 0) set_num_threads(n);
-  }
-  ~ThreadScope() { set_num_threads(previous_); }
-  ThreadScope(const ThreadScope&) = delete;
-  ThreadScope& operator=(const ThreadScope&) = delete;
+  ThreadsRestored() : previous_(num_threads()) {}
+  ~ThreadsRestored() { set_num_threads(previous_); }
+  ThreadsRestored(const ThreadsRestored&) = delete;
+  ThreadsRestored& operator=(const ThreadsRestored&) = delete;
 
  private:
   int previous_;
@@ -103,13 +101,16 @@ py::dict train(const TrainArgs& a, const py::object& callback, const py::object&
 
   train::RunResult r;
   {
-    ThreadScope threads(a.threads > 0 ? a.threads : cfg.train.threads);
+    ThreadsRestored threads;
     dist::Comm one;
     py::gil_scoped_release nogil;
-    r = app::run_training(cfg, o, cb, one, [&](const std::string& note) {
-      py::gil_scoped_acquire gil;
-      say("qkv: " + note);
-    });
+    r = app::run_training(
+        cfg, o, cb, one,
+        [&](const std::string& note) {
+          py::gil_scoped_acquire gil;
+          say("qkv: " + note);
+        },
+        a.threads);
   }
   py::dict result;
   result["stop_reason"] = outcome.callback_stop && r.stop_reason == "interrupted" ? "callback" : r.stop_reason;

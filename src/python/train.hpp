@@ -2,6 +2,7 @@
 // Training from Python (train.cpp): the run `qkv train` makes, in the interpreter's process.
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // in every file of the module: one meaning for each converted type
 
 #include <cstdint>
 #include <string>

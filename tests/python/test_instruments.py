@@ -23,16 +23,29 @@ def g9(x):
 
 
 def test_heads_equals_qkv_heads_csv(grammar, grammar_ckpt, cli, workdir):
-    out = workdir / "heads.csv"
-    cli.run("heads", grammar_ckpt, "--examples", 32, "--csv", out)
+    out, similarity = workdir / "heads.csv", workdir / "similarity.csv"
+    cli.run("heads", grammar_ckpt, "--examples", 32, "--csv", out, "--similarity", similarity)
     expected = rows(out.read_text())
+    baseline = expected.pop()  # the best fixed offset of each relation
     got = qkv.heads(grammar, examples=32)
+    header = out.read_text().splitlines()[0].split(",")
+    assert header == ["layer", "layer_index", "head", "kind"] + got.score_names + ["label"]
+    assert "verb->object" in got.score_names  # the grammar's relations come last
     assert len(got) == len(expected) == 8
     for g, e in zip(got, expected):
         assert (g["layer"], str(g["layer_index"]), str(g["head"]), g["kind"], g["label"]) == \
                (e["layer"], e["layer_index"], e["head"], e["kind"], e["label"])
-        for name in qkv._qkv.score_names():
+        for name in got.score_names:
             assert (g9(g[name]) if not math.isnan(g[name]) else "") == e[name], name
+    assert baseline["layer"] == "baseline" and baseline["label"] == "best fixed offset"
+    for relation, b in got.baselines.items():
+        assert (g9(b["share"]) if not math.isnan(b["share"]) else "") == baseline[relation]
+    assert got.array("entropy").shape == (2, 4) and got.array("entropy")[1, 2] == got[6]["entropy"]
+    # Every pair of heads' Jensen-Shannon divergence, as --similarity.
+    js = qkv.head_similarity(grammar, examples=32)
+    assert [a.shape for a in js] == [(4, 4), (4, 4)]
+    for e in rows(similarity.read_text()):
+        assert g9(js[int(e["layer_index"])][int(e["head_a"]), int(e["head_b"])]) == e["js_bits"]
 
 
 def test_ablate_equals_qkv_ablate(grammar, grammar_ckpt, cli, workdir):
@@ -57,6 +70,12 @@ def test_ablate_equals_qkv_ablate(grammar, grammar_ckpt, cli, workdir):
     curve = qkv.ablate(grammar, prune=True, step=3, examples=16)["curve"]
     assert [g9(p["loss"]) for p in curve] == [e["loss"] for e in expected]
     assert [" ".join(f"{l}.{h}" for l, h in p["removed"]) for p in curve] == [e["heads"] for e in expected]
+    # Scored on one gold relation's tokens only.
+    cli.run("ablate", grammar_ckpt, "--heads", "1.2", "--relation", "verb-object", "--csv", out)
+    (e,) = rows(out.read_text())
+    a = qkv.ablate(grammar, heads="1.2", relation="verb->object")
+    assert a["relation"] == "verb->object"
+    assert (g9(a["ablated"]["loss"]), g9(a["ablated"]["token_accuracy"])) == (e["loss"], e["token_accuracy"])
 
 
 def test_a_python_zero_ablation_hook_is_the_commands_ablation(grammar, grammar_ckpt, cli, workdir):
