@@ -96,6 +96,16 @@ def main(argv):
     for text in ("我爱吃[MASK]果", "我爱[MASK]苹果", "我爱[MASK]牛奶"):
         f = qkv.fill(m, text, k=3)
         print(f"fill {text}:", [(t, round(p, 3)) for t, _, p in f[0]["top"]])
+    table = qkv.heads(m)
+    roles = table.array("verb->object")
+    best_role = np.unravel_index(np.nanargmax(roles), roles.shape)
+    print("verb->object role score per head (rows: layers):")
+    for layer in range(L):
+        print("  layer", layer, " ".join(f"{s:.3f}" for s in roles[layer]))
+    base = table.baselines["verb->object"]
+    print(f"best: {best_role[0]}.{best_role[1]} ({roles[best_role]:.3f}, label "
+          f"{table[best_role[0] * H + best_role[1]]['label']!r}); best fixed offset {base['offset']:+d}: "
+          f"{base['share']:.3f} of {base['count']} tokens")
     ablation = qkv.ablate(m)
     print(f"intact: loss {ablation['intact']['loss']:.4f}, accuracy {100 * ablation['intact']['token_accuracy']:.2f}%")
     change = np.zeros((L, H))
