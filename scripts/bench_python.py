@@ -6,7 +6,7 @@
 
 On a configs/zh.yaml-shaped model (a decoder of 3 layers, width 128, 4 heads, rotary positions,
 5,452-character vocabulary; the checkpoint is trained for 20 steps unless one is given: the
-weights do not change the cost) and one 64-token row, in one process and interleaved:
+weights do not change the cost) and one 64-token row, in one process:
 
   C++  model.logits                    the forward pass alone (TaskModel::logits)
   C++  nn::run_with_cache, all points  the forward pass recording every hook point (copies)
@@ -15,8 +15,9 @@ weights do not change the cost) and one 64-token row, in one process and interle
   Py   m.run_with_cache(x)             every hook point (views of qkv's buffers)
   Py   m.run_with_cache(x, patterns)   names_filter="*.hook_pattern"
 
-and reports medians, the ratios of each Python call to its C++ twin, and the memory a cache of
-the patterns holds: bytes of qkv's pool in use while the cache lives, against the patterns' bytes,
+C++ and Python alternated call by call (a shared machine changes speed from second to second), and
+reports medians, minimums and the median over the pairs of each Python call's time over its C++
+twin's, and the memory a cache of the patterns holds: bytes of qkv's pool in use while the cache lives, against the patterns' bytes,
 and what Python allocated (tracemalloc) during the call. The C++ side runs inside the module
 (Model.time_cxx_forward), the same compiled code without the interpreter in the loop.
 
@@ -66,10 +67,6 @@ def cpu_line():
     return f"{name} (family {family}, model {model}, {machine.isa(flags)})", flags
 
 
-def median_ms(xs):
-    return 1000 * statistics.median(xs)
-
-
 def main(argv):
     a = parse(argv)
     cpu, flags = cpu_line()
@@ -96,31 +93,30 @@ def main(argv):
     T = x["inputs"].shape[1]
     patterns = [n for n in m.hook_names if n.endswith("hook_pattern")]
 
-    cases = {
-        "cxx_forward": lambda n: m._m.time_cxx_forward(x, [], n),
-        "cxx_cache_all": lambda n: m._m.time_cxx_forward(x, m.hook_names, n),
-        "cxx_cache_patterns": lambda n: m._m.time_cxx_forward(x, patterns, n),
-    }
-
-    def timed(f):
-        def run(n):
-            f()  # warm-up
-            out = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                f()
-                out.append(time.perf_counter() - t0)
-            return out
+    # Pairs of the same work, C++ then Python, alternated call by call so that both see the same
+    # machine (a shared machine changes speed from second to second). Each call is timed in wall
+    # time and in the calling thread's CPU time, which a busy machine does not inflate by
+    # descheduling the process (with 1 thread all the work is on the calling thread).
+    def python(f):
+        def run():
+            w0, c0 = time.perf_counter(), time.thread_time()
+            f()
+            return time.perf_counter() - w0, time.thread_time() - c0
         return run
 
-    cases["py_call"] = timed(lambda: m(x))
-    cases["py_cache_all"] = timed(lambda: m.run_with_cache(x))
-    cases["py_cache_patterns"] = timed(lambda: m.run_with_cache(x, names_filter="*.hook_pattern"))
-    times = {k: [] for k in cases}
-    rounds = 10
-    for _ in range(rounds):  # interleaved: the machine's load changes between rounds
-        for k, f in cases.items():
-            times[k] += f(max(1, a.repeats // rounds))
+    pairs = {
+        "forward": (lambda: m._m.time_cxx_forward(x, [], 1)[0], python(lambda: m(x))),
+        "all": (lambda: m._m.time_cxx_forward(x, m.hook_names, 1)[0], python(lambda: m.run_with_cache(x))),
+        "patterns": (lambda: m._m.time_cxx_forward(x, patterns, 1)[0],
+                     python(lambda: m.run_with_cache(x, names_filter="*.hook_pattern"))),
+    }
+    times = {k: {"cxx": [], "py": []} for k in pairs}  # (wall, cpu) seconds per call
+    for cxx, py in pairs.values():  # warm-up: the pool fills
+        cxx(), py()
+    for _ in range(a.repeats):
+        for k, (cxx, py) in pairs.items():
+            times[k]["cxx"].append(cxx())
+            times[k]["py"].append(py())
 
     # Memory of a patterns-only cache: the pool bytes it holds, Python's allocations during the call.
     m.run_with_cache(x, names_filter=patterns)
@@ -136,33 +132,43 @@ def main(argv):
     _, full = m.run_with_cache(x)
 
     info = qkv.info()
-    ms = {k: median_ms(v) for k, v in times.items()}
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+
+    def ms(k, side, which):  # median milliseconds, which = 0 wall, 1 CPU
+        return 1000 * statistics.median(t[which] for t in times[k][side])
+
+    def ratio(k, which):  # median over the pairs of Python / C++
+        return statistics.median(p[which] / c[which] for c, p in zip(times[k]["cxx"], times[k]["py"]))
+
+    def row(label_cxx, label_py, k):
+        return [f"| C++ {label_cxx} | {ms(k, 'cxx', 1):.3f} | {ms(k, 'cxx', 0):.3f} | | |",
+                f"| Py {label_py} | {ms(k, 'py', 1):.3f} | {ms(k, 'py', 0):.3f} | **{ratio(k, 1):.3f}** | {ratio(k, 0):.3f} |"]
+
     lines = [
         f"# Calling qkv from Python: run_with_cache against C++ ({datetime.date.today()})",
         "",
         f"CPU: {cpu}; BLAS: {info['blas']} ({how}); {a.threads} thread(s); qkv {info['version']}, commit "
-        f"{subprocess.run(['git', '-C', str(ROOT), 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}",
+        f"{commit.stdout.strip()}; load average before the run {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
         f"Command: scripts/bench_python.py --repeats {a.repeats} --threads {a.threads}"
         + (f" --checkpoint {a.checkpoint}" if a.checkpoint else " (zh.yaml trained 20 steps)"),
-        f"Model: {m!r}; one row of T = {T} tokens; medians of {len(times['py_call'])} calls, 10 interleaved rounds.",
+        f"Model: {m!r}; one row of T = {T} tokens; {a.repeats} pairs per line, C++ and Python alternated call by call.",
         "",
-        "| call | median ms | Python / C++ |",
-        "|---|---:|---:|",
-        f"| C++ model.logits | {ms['cxx_forward']:.3f} | |",
-        f"| Py m(x) | {ms['py_call']:.3f} | {ms['py_call'] / ms['cxx_forward']:.3f} |",
-        f"| C++ nn::run_with_cache, all {len(m.hook_names)} hook points (copies) | {ms['cxx_cache_all']:.3f} | |",
-        f"| Py m.run_with_cache(x) (views) | {ms['py_cache_all']:.3f} | {ms['py_cache_all'] / ms['cxx_cache_all']:.3f} |",
-        f"| C++ nn::run_with_cache, {len(patterns)} hook_pattern points | {ms['cxx_cache_patterns']:.3f} | |",
-        f"| Py m.run_with_cache(x, names_filter='*.hook_pattern') | {ms['py_cache_patterns']:.3f} | "
-        f"{ms['py_cache_patterns'] / ms['cxx_cache_patterns']:.3f} |",
+        "| call | CPU ms | wall ms | Python / C++, CPU | Python / C++, wall |",
+        "|---|---:|---:|---:|---:|",
+        *row("model.logits", "m(x)", "forward"),
+        *row(f"nn::run_with_cache, all {len(m.hook_names)} hook points (copies)", "m.run_with_cache(x) (views)", "all"),
+        *row(f"nn::run_with_cache, the {len(patterns)} hook_pattern points", "m.run_with_cache(x, names_filter='*.hook_pattern')",
+             "patterns"),
         "",
-        f"Every hook point against the bare forward pass: Python {ms['py_cache_all'] / ms['cxx_forward']:.3f}x, "
-        f"C++ {ms['cxx_cache_all'] / ms['cxx_forward']:.3f}x (the patterns are computed only when recorded).",
+        "Medians of the calls; the ratios are medians over the pairs of the Python call's time over its C++ twin's.",
+        f"Recording every hook point against the bare forward pass (CPU): C++ {ms('all', 'cxx', 1) / ms('forward', 'cxx', 1):.3f}x, "
+        f"Python {ms('all', 'py', 1) / ms('forward', 'py', 1):.3f}x (the fused attention computes the weights only when "
+        "hook_pattern is recorded).",
         "",
         f"A patterns-only cache: {len(patterns)} arrays, {pattern_bytes} bytes, plus the logits {logit_bytes} bytes; "
-        f"qkv's pool holds {held} bytes for them while they live (blocks rounded to 64 bytes and 1/8 steps); "
-        f"views of qkv's buffers: {shared}; Python allocated at most {python_peak} bytes during the call "
-        f"(tracemalloc). The full cache: {len(full)} arrays, {full.nbytes} bytes.",
+        f"qkv's pool holds {held} bytes for them while they live (blocks rounded up to 64 bytes and to 1/8 steps "
+        f"above 4 KiB); views of qkv's buffers (owndata False): {shared}; Python allocated at most {python_peak} "
+        f"bytes during the call (tracemalloc). The full cache: {len(full)} arrays, {full.nbytes} bytes, also views.",
     ]
     text = "\n".join(lines) + "\n"
     print(text, end="")

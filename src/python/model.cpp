@@ -1,5 +1,7 @@
 #include "model.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -80,6 +82,22 @@ void check_fired(const Names& names, const std::vector<int>& fired) {
                             ".hook_result, ...)");
 }
 
+// Hooks added to modules found by name beforehand, removed when the scope ends (also when an
+// exception passes): nn::HookScope without its walks of the module tree by path.
+class Hooks {
+ public:
+  Hooks() = default;
+  Hooks(const Hooks&) = delete;
+  Hooks& operator=(const Hooks&) = delete;
+  ~Hooks() {
+    for (auto& [m, h] : added_) m->remove_forward_hook(h);
+  }
+  void add(nn::Module<float>* m, nn::ForwardHook<float> hook) { added_.emplace_back(m, m->add_forward_hook(std::move(hook))); }
+
+ private:
+  std::vector<std::pair<nn::Module<float>*, nn::HookHandle>> added_;
+};
+
 }  // namespace
 
 py::dict metrics_dict(const model::EvalMetrics& m) {
@@ -91,7 +109,14 @@ py::dict metrics_dict(const model::EvalMetrics& m) {
 }
 
 Model::Model(const std::string& path, const std::vector<std::string>& task_overrides)
-    : l_(app::load(path, task_overrides, false)) {}
+    : l_(app::load(path, task_overrides, false)) {
+  // The names a call may use, found once: a call then looks them up instead of walking the tree.
+  for (auto& [name, m] : l_.model->module().named_modules()) {
+    if (name.empty()) continue;
+    (dynamic_cast<nn::HookPoint<float>*>(m) ? hook_names_ : module_names_).push_back(name);
+    by_name_.emplace(name, m);
+  }
+}
 
 void Model::ensure_data() {
   if (data_) return;
@@ -124,19 +149,6 @@ std::size_t Model::max_len() const {
   const data::Task& t = *l_.task;
   if (l_.cfg.model.arch == nn::Arch::Decoder) return t.input_length();
   return std::max({l_.cfg.model.max_len, t.input_length(), t.seq2seq() ? t.target_length() : 0});
-}
-
-std::vector<std::string> Model::hook_names() const {
-  std::vector<std::string> out;
-  for (auto& [name, point] : l_.model->module().modules_of_type<nn::HookPoint<float>>()) out.push_back(name);
-  return out;
-}
-
-std::vector<std::string> Model::module_names() const {
-  std::vector<std::string> out;
-  for (auto& [name, m] : l_.model->module().named_modules())
-    if (!name.empty() && !dynamic_cast<nn::HookPoint<float>*>(m)) out.push_back(name);
-  return out;
 }
 
 py::list Model::attention_layers() {
@@ -217,14 +229,12 @@ py::dict Model::batch_dict(data::Batch b) {
   return d;
 }
 
-void Model::check_name(const std::string& name, const char* what) const {
-  const std::vector<std::string> points = hook_names(), modules = module_names();
-  if (std::find(points.begin(), points.end(), name) != points.end()) return;
-  if (std::find(modules.begin(), modules.end(), name) != modules.end()) return;
-  std::vector<std::string> all = points;
-  all.insert(all.end(), modules.begin(), modules.end());
+nn::Module<float>* Model::find(const std::string& name, const char* what) const {
+  if (auto it = by_name_.find(name); it != by_name_.end()) return it->second;
+  std::vector<std::string> all = hook_names_;
+  all.insert(all.end(), module_names_.begin(), module_names_.end());
   throw py::value_error(std::string(what) + ": no hook point or module named '" + name + "'" + did_you_mean(name, all) +
-                        " (Model.hook_names lists the " + std::to_string(points.size()) + " hook points)");
+                        " (Model.hook_names lists the " + std::to_string(hook_names_.size()) + " hook points)");
 }
 
 std::vector<std::pair<std::string, py::handle>> Model::python_hooks(const py::list& hooks) const {
@@ -234,14 +244,15 @@ std::vector<std::pair<std::string, py::handle>> Model::python_hooks(const py::li
     if (pair.size() != 2 || !PyCallable_Check(pair[1].ptr()))
       throw py::type_error("fwd_hooks: expected (name, function) pairs");
     out.emplace_back(pair[0].cast<std::string>(), pair[1]);
-    check_name(out.back().first, "fwd_hooks");
+    find(out.back().first, "fwd_hooks");
   }
   return out;
 }
 
 py::tuple Model::run(const py::dict& batch_in, const std::vector<std::string>& record, const py::list& hooks) {
   const data::Batch b = batch(batch_in);
-  for (auto& name : record) check_name(name, "names_filter");
+  std::vector<nn::Module<float>*> points;
+  for (auto& name : record) points.push_back(find(name, "names_filter"));
   const auto fns = python_hooks(hooks);
   std::vector<int> hook_fired(fns.size(), 0), record_fired(record.size(), 0);
   std::vector<Variable<float>> recorded(record.size());
@@ -250,11 +261,11 @@ py::tuple Model::run(const py::dict& batch_in, const std::vector<std::string>& r
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mutex_);
-    nn::HookScope<float> scope(l_.model->module());
+    Hooks scope;
     for (std::size_t i = 0; i < fns.size(); ++i)  // first: the cache sees the values they leave
-      scope.add(fns[i].first, python_hook(fns[i].first, fns[i].second, &hook_fired[i]));
+      scope.add(by_name_.at(fns[i].first), python_hook(fns[i].first, fns[i].second, &hook_fired[i]));
     for (std::size_t i = 0; i < record.size(); ++i)
-      scope.add(record[i], [i, &recorded, &record_fired, &order](const Variable<float>& x) {
+      scope.add(points[i], [i, &recorded, &record_fired, &order](const Variable<float>& x) {
         if (!record_fired[i]++) order.push_back(i);
         recorded[i] = x;  // a handle: the value is kept, not copied
         return x;
@@ -279,24 +290,31 @@ py::dict Model::evaluate(const py::dict& batch_in, const py::list& hooks, std::s
   {
     py::gil_scoped_release nogil;
     std::lock_guard<std::mutex> lock(mutex_);
-    nn::HookScope<float> scope(l_.model->module());
-    for (std::size_t i = 0; i < fns.size(); ++i) scope.add(fns[i].first, python_hook(fns[i].first, fns[i].second, &fired[i]));
+    Hooks scope;
+    for (std::size_t i = 0; i < fns.size(); ++i)
+      scope.add(by_name_.at(fns[i].first), python_hook(fns[i].first, fns[i].second, &fired[i]));
     m = model::evaluate(*l_.model, b, batch_size);
   }
   check_fired(fns, fired);
   return metrics_dict(m);
 }
 
-std::vector<double> Model::time_cxx_forward(const py::dict& batch_in, const std::vector<std::string>& record,
-                                            std::size_t repeats) {
+std::vector<std::pair<double, double>> Model::time_cxx_forward(const py::dict& batch_in, const std::vector<std::string>& record,
+                                                               std::size_t repeats) {
   const data::Batch b = batch(batch_in);
-  for (auto& name : record) check_name(name, "record");
-  std::vector<double> seconds;
+  for (auto& name : record) find(name, "record");
+  auto thread_seconds = [] {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+  };
+  std::vector<std::pair<double, double>> seconds;
   py::gil_scoped_release nogil;
   std::lock_guard<std::mutex> lock(mutex_);
   NoGradGuard no_grad;
-  for (std::size_t r = 0; r <= repeats; ++r) {
+  for (std::size_t r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = thread_seconds();
     if (record.empty()) {
       (void)l_.model->logits(b);
     } else {
@@ -304,8 +322,8 @@ std::vector<double> Model::time_cxx_forward(const py::dict& batch_in, const std:
       auto cache = nn::run_with_cache(l_.model->module(), [&] { logits = l_.model->logits(b); }, record);
       (void)cache;
     }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) seconds.push_back(s);  // the first is a warm-up (the pool fills)
+    const double c1 = thread_seconds();
+    seconds.emplace_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), c1 - c0);
   }
   return seconds;
 }

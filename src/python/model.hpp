@@ -14,6 +14,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -54,9 +55,9 @@ class Model {
   /// Longest sequence the model reads (its positional table, or a decoder's context).
   std::size_t max_len() const;
   /// The dotted names of the hook points (HookPoint modules), in model order.
-  std::vector<std::string> hook_names() const;
+  const std::vector<std::string>& hook_names() const { return hook_names_; }
   /// Every other module's dotted name (their outputs can be hooked too).
-  std::vector<std::string> module_names() const;
+  const std::vector<std::string>& module_names() const { return module_names_; }
   /// Per attention layer: name, index, kind, heads, head_dim (D), value_dim (Dv).
   py::list attention_layers();
 
@@ -80,18 +81,21 @@ class Model {
   /// model::evaluate on `batch` (`batch_size` rows at a time) with `hooks` installed.
   py::dict evaluate(const py::dict& batch, const py::list& hooks, std::size_t batch_size);
 
-  /// Median seconds of `repeats` forward passes of `batch` in C++ recording `record` as
-  /// nn::run_with_cache does (copies; none when empty), after one warm-up: the C++ side of the
-  /// overhead benchmark (scripts/bench_python.py).
-  std::vector<double> time_cxx_forward(const py::dict& batch, const std::vector<std::string>& record, std::size_t repeats);
+  /// (wall, calling thread's CPU) seconds of each of `repeats` forward passes of `batch` in C++
+  /// (no tape), recording `record` as nn::run_with_cache does (copies; nothing when empty): the
+  /// C++ side of the overhead benchmark (scripts/bench_python.py), timed inside C++.
+  std::vector<std::pair<double, double>> time_cxx_forward(const py::dict& batch, const std::vector<std::string>& record,
+                                                          std::size_t repeats);
 
  private:
-  // The module a hook or record name refers to; ValueError naming the hook points otherwise.
-  void check_name(const std::string& name, const char* what) const;
+  // The module a hook or record name refers to; ValueError (with the closest name) otherwise.
+  nn::Module<float>* find(const std::string& name, const char* what) const;
   // The (name, function) pairs of `hooks`, names checked; the functions stay owned by `hooks`.
   std::vector<std::pair<std::string, py::handle>> python_hooks(const py::list& hooks) const;
 
   model::LoadedModel l_;
+  std::vector<std::string> hook_names_, module_names_;
+  std::unordered_map<std::string, nn::Module<float>*> by_name_;
   std::shared_ptr<data::Task> data_task_;  // made by ensure_data
   std::unique_ptr<data::Dataset> data_;
   std::mutex mutex_;
