@@ -88,6 +88,23 @@ if(QKV_HAVE_PYTHON)
   math(EXPR qkv_python_next "${PYTHON_VERSION_MINOR} + 1")
   list(APPEND QKV_DEB_DEPENDS "python3 (>= ${PYTHON_VERSION_MAJOR}.${PYTHON_VERSION_MINOR}~)"
        "python3 (<< ${PYTHON_VERSION_MAJOR}.${qkv_python_next})" "python3-numpy")
+  # As dh_python3 does for Debian's Python packages: byte-compile the module when installed, and
+  # remove the __pycache__ directories an import wrote before the package is removed (dpkg does
+  # not own them, and would leave /usr/lib/python3/dist-packages/qkv behind).
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/deb/postinst CONTENT [[#!/bin/sh
+set -e
+if [ "$1" = configure ] && command -v py3compile >/dev/null 2>&1; then
+  py3compile -p qkv
+fi
+]])
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/generated/deb/prerm CONTENT [[#!/bin/sh
+set -e
+if command -v py3clean >/dev/null 2>&1; then
+  py3clean -p qkv
+fi
+]])
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA "${PROJECT_BINARY_DIR}/generated/deb/postinst;${PROJECT_BINARY_DIR}/generated/deb/prerm")
+  set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION TRUE)
 endif()
 list(JOIN QKV_DEB_DEPENDS ", " QKV_DEB_DEPENDS)
 

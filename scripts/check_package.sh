@@ -49,7 +49,8 @@ remove_package() {
     INSTALLED_BY_US=0
     if run "remove the package (apt-get remove qkv${EXTRA_PKGS[*]:+ ${EXTRA_PKGS[*]}})" \
         apt-get -o DPkg::Lock::Timeout=600 remove -y qkv "${EXTRA_PKGS[@]}"; then
-      if [[ -e /usr/bin/qkv || -e /usr/share/qkv ]]; then bad "nothing of qkv left in /usr"; else ok "nothing of qkv left in /usr"; fi
+      if [[ -e /usr/bin/qkv || -e /usr/share/qkv || -e /usr/lib/python3/dist-packages/qkv ]]; then bad "nothing of qkv left in /usr"
+      else ok "nothing of qkv left in /usr"; fi
     fi
   fi
 }
@@ -195,7 +196,8 @@ else
     fi
     # The packaged Python module, found by /usr/bin/python3 with no PYTHONPATH, outside the source tree.
     if [[ $PYTHON_MODULE == ON && -s $TMP/run/last.h5 ]]; then
-      run "/usr/bin/python3: import qkv, run_with_cache and qkv.train (5 steps)" bash -c "cd '$TMP' && /usr/bin/python3 -c '
+      # Bytecode written as a user's import writes it: the package's prerm must remove it.
+      run "/usr/bin/python3: import qkv, run_with_cache and qkv.train (5 steps)" bash -c "cd '$TMP' && env -u PYTHONDONTWRITEBYTECODE /usr/bin/python3 -c '
 import qkv
 assert qkv.__file__.startswith(\"/usr/lib/python3/dist-packages/qkv/\"), qkv.__file__
 m = qkv.load(\"run/last.h5\")
