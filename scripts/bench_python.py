@@ -144,13 +144,16 @@ def main(argv):
         return [f"| C++ {label_cxx} | {ms(k, 'cxx', 1):.3f} | {ms(k, 'cxx', 0):.3f} | | |",
                 f"| Py {label_py} | {ms(k, 'py', 1):.3f} | {ms(k, 'py', 0):.3f} | **{ratio(k, 1):.3f}** | {ratio(k, 0):.3f} |"]
 
+    command = f"scripts/bench_python.py --repeats {a.repeats} --threads {a.threads}" + (
+        f" --checkpoint {a.checkpoint}" if a.checkpoint else "")
     lines = [
-        f"# Calling qkv from Python: run_with_cache against C++ ({datetime.date.today()})",
+        f"{cpu}, commit {commit.stdout.strip()}: `{command}` ({datetime.date.today()})",
         "",
-        f"CPU: {cpu}; BLAS: {info['blas']} ({how}); {a.threads} thread(s); qkv {info['version']}, commit "
-        f"{commit.stdout.strip()}; load average before the run {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores.",
-        f"Command: scripts/bench_python.py --repeats {a.repeats} --threads {a.threads}"
-        + (f" --checkpoint {a.checkpoint}" if a.checkpoint else " (zh.yaml trained 20 steps)"),
+        "# Calling qkv from Python: run_with_cache against the same forward pass in C++",
+        "",
+        f"BLAS: {info['blas']} ({how}); {a.threads} thread(s); qkv {info['version']}; load average before the "
+        f"run {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores."
+        + ("" if a.checkpoint else " The checkpoint: configs/zh.yaml trained 20 steps."),
         f"Model: {m!r}; one row of T = {T} tokens; {a.repeats} pairs per line, C++ and Python alternated call by call.",
         "",
         "| call | CPU ms | wall ms | Python / C++, CPU | Python / C++, wall |",
