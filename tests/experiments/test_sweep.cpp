@@ -188,7 +188,7 @@ TEST_CASE("sweep: a tiny sweep end to end - runner, results table, rerun skips, 
   CHECK(fs::last_write_time(dir + "/out/runs/heads=1_seed=1/metrics.csv") == mtime);
 
   QKV_REQUIRE_OR_SKIP(python_with_matplotlib(), "the report and plot part: /usr/bin/python3 lacks numpy or matplotlib");
-  const std::string report = "/usr/bin/python3 " + std::string(QKV_SOURCE_DIR) + "/scripts/sweep_report.py ";
+  const std::string report = "/usr/bin/python3 " + std::string(QKV_SOURCE_DIR) + "/tools/sweep_report.py ";
   REQUIRE_MESSAGE(test::run_command(report + "table " + dir + "/out --metrics final_token_acc,steps_to_target --out " +
                                         dir + "/table.md", &out) == 0, out);
   const auto table = split(slurp(dir + "/table.md"), '\n');

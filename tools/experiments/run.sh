@@ -2,11 +2,11 @@
 # The experiments of the current report (experiments/README.md and its folders): sweeps, test-split
 # scoring, tables and figures, each experiment alone or all of them.
 #
-#   scripts/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
+#   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
 #   (default: all of them).
-#   scripts/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
+#   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
 #   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
@@ -44,7 +44,7 @@ done
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
-S=scripts/experiments
+S=tools/experiments
 runs=runs/exp
 quick_args=()
 if [ $quick = 1 ]; then runs=runs/exp-quick; quick_args=(--seeds 1,2); fi

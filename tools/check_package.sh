@@ -8,7 +8,7 @@
 #   4. as root with apt-get/dpkg: install the .deb, run `qkv info`, a 20-step training run and
 #      `qkv gradcheck --only '*softmax*'` from /usr/bin, then remove the package again.
 # Not root: step 4 is skipped with a message. Exit 0 only if every step that ran passed.
-#   scripts/check_package.sh BUILD_DIR        (BUILD_DIR configured from this source tree)
+#   tools/check_package.sh BUILD_DIR        (BUILD_DIR configured from this source tree)
 set -uo pipefail
 
 usage() { echo "usage: $0 BUILD_DIR" >&2; exit 2; }
