@@ -761,4 +761,77 @@ std::vector<std::pair<std::string, std::string>> reference() {
   return out;
 }
 
+namespace {
+
+// A scalar of the sweep file at `key`, or ConfigError saying what was found instead.
+std::string sweep_scalar(const YAML::Node& node, const std::string& file, const std::string& key) {
+  if (!node.IsScalar())
+    fail({file, line_of(node)}, key, std::string("expected a single value, found ") +
+                                         (node.IsSequence() ? "a list" : node.IsMap() ? "a mapping" : "nothing"));
+  return node.as<std::string>();
+}
+
+}  // namespace
+
+SweepFile load_sweep_file(const std::string& path) {
+  if (path.empty()) fail({"<sweep>", 0}, "", "cannot read the sweep file: empty path");
+  std::string text;
+  try {
+    text = io::read_file(path, io::kMaxTextFileBytes, "sweep file");
+  } catch (const io::IoError& e) {
+    const std::string what = e.what(), prefix = "sweep file " + path + ": ";
+    fail({path, 0}, "", "cannot read the sweep file: " + (what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what));
+  }
+  if (const std::string what = not_yaml(text); !what.empty()) fail({path, 0}, "", what);
+  check_nesting(text, path);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail({path, e.mark.is_null() ? 0 : e.mark.line + 1}, "", "YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) fail({path, 1}, "", "a sweep file is a mapping with the keys base, set, grid, seeds, out");
+  SweepFile f;
+  f.path = path;
+  const std::vector<std::string> keys = {"base", "set", "grid", "seeds", "out"};
+  for (auto kv : root) {
+    const std::string key = sweep_scalar(kv.first, path, "");
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail({path, line_of(kv.first)}, key, "unknown key" + did_you_mean(key, keys) + " (a sweep file has " + join(keys) + ")");
+  }
+  if (!root["base"]) fail({path, 1}, "base", "missing: the config file every run starts from");
+  namespace fs = std::filesystem;
+  f.base = (fs::path(path).parent_path() / sweep_scalar(root["base"], path, "base")).lexically_normal().string();
+  f.out = root["out"] ? sweep_scalar(root["out"], path, "out") : "sweeps/" + fs::path(path).stem().string();
+  if (auto set = root["set"]) {
+    if (!set.IsMap()) fail({path, line_of(set)}, "set", "expected a mapping of section.key: value");
+    for (auto kv : set) {
+      const std::string key = sweep_scalar(kv.first, path, "set");
+      f.set.push_back(key + "=" + sweep_scalar(kv.second, path, "set." + key));
+    }
+  }
+  if (auto grid = root["grid"]) {
+    if (!grid.IsMap()) fail({path, line_of(grid)}, "grid", "expected a mapping of section.key: [values]");
+    for (auto kv : grid) {
+      const std::string key = sweep_scalar(kv.first, path, "grid");
+      if (!kv.second.IsSequence() || kv.second.size() == 0)
+        fail({path, line_of(kv.second)}, "grid." + key, "expected a non-empty list of values");
+      std::vector<std::string> values;
+      for (auto x : kv.second) values.push_back(sweep_scalar(x, path, "grid." + key));
+      f.grid.emplace_back(key, values);
+    }
+  }
+  if (auto seeds = root["seeds"]) {
+    if (!seeds.IsSequence() || seeds.size() == 0) fail({path, line_of(seeds)}, "seeds", "expected a non-empty list of seeds");
+    f.seeds.clear();
+    for (auto x : seeds) {
+      const std::string v = sweep_scalar(x, path, "seeds");
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 19)
+        fail({path, line_of(x)}, "seeds", "expected non-negative integers (below 10^19), found '" + v + "'");
+      f.seeds.push_back(std::stoull(v));
+    }
+  }
+  return f;
+}
+
 }  // namespace qkv::config
