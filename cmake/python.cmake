@@ -7,7 +7,7 @@
 #   QKV_PYTHON_INSTALL_DIR    where `cmake --install` puts the package, relative to the prefix
 #                             (lib/python3/dist-packages: /usr/lib/python3/dist-packages/qkv in
 #                             the .deb, Debian's directory for packaged modules)
-set(QKV_HAVE_PYTHON OFF CACHE INTERNAL "The Python module is built (scripts/check_package.sh reads it)")
+set(QKV_HAVE_PYTHON OFF CACHE INTERNAL "The Python module is built (tools/check_package.sh reads it)")
 set(QKV_PYTHON_EXECUTABLE /usr/bin/python3 CACHE FILEPATH "The Python interpreter the module qkv is built for")
 set(QKV_PYTHON_INSTALL_DIR lib/python3/dist-packages CACHE STRING
     "Where the Python package qkv is installed, relative to CMAKE_INSTALL_PREFIX")

@@ -83,7 +83,7 @@ class Model {
 
   /// (wall, calling thread's CPU) seconds of each of `repeats` forward passes of `batch` in C++
   /// (no tape), recording `record` as nn::run_with_cache does (copies; nothing when empty): the
-  /// C++ side of the overhead benchmark (scripts/bench_python.py), timed inside C++.
+  /// C++ side of the overhead benchmark (tools/bench_python.py), timed inside C++.
   std::vector<std::pair<double, double>> time_cxx_forward(const py::dict& batch, const std::vector<std::string>& record,
                                                           std::size_t repeats);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks of scripts/experiments: each statistic against values computed independently (textbook
+"""Checks of tools/experiments: each statistic against values computed independently (textbook
 values, hand-worked cases, brute-force enumeration), lr selection, and report.py end to end on a
 synthetic sweep (table numbers parsed back, PNGs present and not blank); the reports of induction,
 grokking and retrieval remade from the committed CSVs alone equal the committed results.md.
@@ -18,11 +18,11 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from experiments import select  # noqa: E402
 from experiments import stats  # noqa: E402
 
-REPORT = os.path.join(ROOT, "scripts", "experiments", "report.py")
+REPORT = os.path.join(ROOT, "tools", "experiments", "report.py")
 checks, failures = 0, []
 
 
@@ -519,7 +519,7 @@ def test_committed_reports():
     makes from the committed CSVs alone (the path `run.sh --report-only` takes without sweeps)."""
     import shutil
     exp = os.path.join(ROOT, "experiments")
-    S = os.path.join(ROOT, "scripts", "experiments")
+    S = os.path.join(ROOT, "tools", "experiments")
     with tempfile.TemporaryDirectory() as d:
         missing = os.path.join(d, "no-sweep")
         cases = []

@@ -1,5 +1,5 @@
 // Replays every saved fuzz input (tests/fuzz/regressions/<target>/, crashes found by
-// scripts/fuzz.sh and since fixed) and every seed of the fuzz corpora through the same target
+// tools/fuzz.sh and since fixed) and every seed of the fuzz corpora through the same target
 // bodies the fuzzers run (tests/fuzz/targets.hpp), in the normal test build. Each must return or
 // throw a qkv::Error; a crash, a sanitizer report or another exception fails the test.
 

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The cost of calling qkv from Python: run_with_cache against the same forward pass in C++.
 
-    scripts/bench_python.py [--qkv build/qkv] [--checkpoint CKPT] [--repeats 200] [--threads 1]
+    tools/bench_python.py [--qkv build/qkv] [--checkpoint CKPT] [--repeats 200] [--threads 1]
                             [--out bench/results/DATE-CPU-python.md]
 
 On a configs/zh.yaml-shaped model (a decoder of 3 layers, width 128, 4 heads, rotary positions,
@@ -22,7 +22,7 @@ and what Python allocated (tracemalloc) during the call. The C++ side runs insid
 (Model.time_cxx_forward), the same compiled code without the interpreter in the loop.
 
 OpenBLAS's kernel and idle threads: like the qkv command, the script chooses the kernel from the
-CPU and waits passively (scripts/machine.py, restart_with_blas_env: it restarts itself with
+CPU and waits passively (tools/machine.py, restart_with_blas_env: it restarts itself with
 OPENBLAS_CORETYPE and OMP_WAIT_POLICY set): numpy and qkv share one OpenBLAS, which reads the
 variable when numpy is imported.
 """
@@ -144,7 +144,7 @@ def main(argv):
         return [f"| C++ {label_cxx} | {ms(k, 'cxx', 1):.3f} | {ms(k, 'cxx', 0):.3f} | | |",
                 f"| Py {label_py} | {ms(k, 'py', 1):.3f} | {ms(k, 'py', 0):.3f} | **{ratio(k, 1):.3f}** | {ratio(k, 0):.3f} |"]
 
-    command = f"scripts/bench_python.py --repeats {a.repeats} --threads {a.threads}" + (
+    command = f"tools/bench_python.py --repeats {a.repeats} --threads {a.threads}" + (
         f" --checkpoint {a.checkpoint}" if a.checkpoint else "")
     lines = [
         f"{cpu}, commit {commit.stdout.strip()}: `{command}` ({datetime.date.today()})",

@@ -10,7 +10,7 @@ Rotary positions (decoder) turn q and k after the heads are split, "rotate half"
 sits where qkv puts it (active in train() only). The decoder-only model also decodes with a KV
 cache and generates greedily with qkv's window rule (include/qkv/train/generate.hpp).
 
-scripts/qkv_torch.py builds these from a checkpoint (load) and writes them back
+scripts/pytorch/qkv_torch.py builds these from a checkpoint (load) and writes them back
 (save_checkpoint); docs/pytorch.md has the name mapping to torch.nn's own layers.
 """
 import math

@@ -1,6 +1,6 @@
 /* Where OpenMP threads wait: an LD_PRELOAD library for programs built with GCC's libgomp.
  *
- * scripts/omp_regions.py compiles this file and runs a program with it preloaded. Every parallel
+ * tools/omp_regions.py compiles this file and runs a program with it preloaded. Every parallel
  * region GCC starts through GOMP_parallel (all of qkv's: `parallel` and `parallel for` with a
  * static schedule) is timed: the region's wall time on the thread that starts it, each team
  * thread's time inside the region's body, and how long after the start each other thread entered

@@ -3,7 +3,7 @@
 enum FALSE = 0, TRUE = 1), for the C++ test that qkv's HDF5 reader loads them
 (tests/io/test_h5py_files.cpp). Run with Debian's /usr/bin/python3 (h5py 3.7):
 
-    /usr/bin/python3 scripts/make_h5py_fixture.py tests/fixtures/h5py_bool.h5
+    /usr/bin/python3 tools/make_h5py_fixture.py tests/fixtures/h5py_bool.h5
 """
 import sys
 

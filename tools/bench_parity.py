@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """Load a qkv checkpoint into the equivalent PyTorch model and check both give the same logits.
 
-    /usr/bin/python3 scripts/bench_parity.py [CHECKPOINT] [--qkv build/qkv] [--count 4] [--tol 1e-4]
+    /usr/bin/python3 tools/bench_parity.py [CHECKPOINT] [--qkv build/qkv] [--count 4] [--tol 1e-4]
 
 Without CHECKPOINT it first trains a small sort model for a few steps with `qkv train` (so the
 weights are not the initial ones) into a temporary directory. Then:
   1. `qkv logits CHECKPOINT --out FILE` writes the logits of the first held-out examples,
   2. the weights are read with h5py (layout: docs/checkpoint.md) into the PyTorch mirror of
-     nn::EncoderModel (scripts/bench_vs_torch.py: make_torch_model) in eval mode,
+     nn::EncoderModel (tools/bench_vs_torch.py: make_torch_model) in eval mode,
   3. PyTorch computes the logits of the same tokens; the script prints the largest absolute
      difference and exits 1 if it exceeds --tol.
 Parameter mapping (qkv -> PyTorch): blocks.<i>.attn.w_{q,k,v}.{weight,bias} -> the three blocks of

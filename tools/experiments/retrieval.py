@@ -2,7 +2,7 @@
 """Retrieval heads on MQAR: does a head look at the right key, and is that the head the model
 needs? (experiments/retrieval/README.md)
 
-    scripts/experiments/retrieval.py SWEEP_DIR OUT_DIR [--qkv build/qkv]
+    tools/experiments/retrieval.py SWEEP_DIR OUT_DIR [--qkv build/qkv]
 
 For every run of SWEEP_DIR (a `qkv sweep experiments/retrieval/sweep.yaml` directory) it scores
 the best checkpoint on the **test split**: `qkv eval` (token accuracy), `qkv heads --examples 256`

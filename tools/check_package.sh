@@ -9,7 +9,7 @@
 #      `qkv gradcheck --only '*softmax*'` from /usr/bin, the Python module from /usr/bin/python3
 #      (when built), then remove the package again.
 # Not root: step 4 is skipped with a message. Exit 0 only if every step that ran passed.
-#   scripts/check_package.sh BUILD_DIR        (BUILD_DIR configured from this source tree)
+#   tools/check_package.sh BUILD_DIR        (BUILD_DIR configured from this source tree)
 set -uo pipefail
 
 usage() { echo "usage: $0 BUILD_DIR" >&2; exit 2; }

@@ -6,7 +6,7 @@ at step s (0-based), the gradient g[j][i] = ((7*i + 3*s + 5*j) % 11 - 5) / 4 (va
 binary, so the C++ test builds the very same inputs). After STEPS steps the script prints each
 case's parameter values (row-major, float64) as C++ initializer lists to paste into the test.
 
-    /usr/bin/python3 scripts/make_optim_reference.py
+    /usr/bin/python3 tools/make_optim_reference.py
 """
 import torch
 

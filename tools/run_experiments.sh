@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the first report (experiments/first-report/README.md): sweeps, tables, plots, README blocks.
 #
-#   scripts/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim head_dim_h4 scaling dropout"]
+#   tools/run_experiments.sh [--quick] [--jobs N] [--only "heads head_dim head_dim_h4 scaling dropout"]
 #                              [--report-only] [--qkv PATH]
 #
 # --quick        the reduced variants (configs/experiments/quick/, a few minutes each)
@@ -35,7 +35,7 @@ cfg=configs/experiments
 runs=runs/experiments
 if [ "$variant" = quick ]; then cfg=configs/experiments/quick; runs=runs/experiments-quick; fi
 out=experiments/first-report/$variant
-report="/usr/bin/python3 scripts/sweep_report.py"
+report="/usr/bin/python3 tools/sweep_report.py"
 mkdir -p "$out"
 [ -x "$qkv" ] || { echo "run_experiments.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; }
 
@@ -47,7 +47,7 @@ stamp() {
   local seeds
   seeds=$(awk '/^seeds:/{sub(/^seeds: */, ""); print; exit}' "$cfg/$1.yaml")
   echo "_Numbers from the **$variant** variant ($steps steps per run, seeds $seeds): \`qkv sweep $cfg/$1.yaml\`," \
-       "report by \`scripts/run_experiments.sh$([ "$variant" = quick ] && echo " --quick")\`, $(date -u +%Y-%m-%d)._"
+       "report by \`tools/run_experiments.sh$([ "$variant" = quick ] && echo " --quick")\`, $(date -u +%Y-%m-%d)._"
   echo
 }
 

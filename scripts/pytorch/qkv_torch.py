@@ -1,16 +1,16 @@
 #!/usr/bin/python3
 """The PyTorch bridge: qkv checkpoints to PyTorch and back (docs/pytorch.md).
 
-    scripts/qkv_torch.py export CKPT.h5 OUT.pt
+    scripts/pytorch/qkv_torch.py export CKPT.h5 OUT.pt
         qkv -> PyTorch: torch.save of {"config": YAML text, "state_dict": {qkv name: tensor}, "step": int}
-    scripts/qkv_torch.py import IN.pt OUT.h5 [--config CONFIG.yaml]
+    scripts/pytorch/qkv_torch.py import IN.pt OUT.h5 [--config CONFIG.yaml]
         PyTorch -> qkv: a state dict of the mirror (what export writes, a plain state dict with
         --config, or a pickled mirror module) as a sealed qkv checkpoint that qkv eval reads
-    scripts/qkv_torch.py import-mha MHA.pt --into CKPT.h5 --layer blocks.0.attn --out NEW.h5
+    scripts/pytorch/qkv_torch.py import-mha MHA.pt --into CKPT.h5 --layer blocks.0.attn --out NEW.h5
             [--heads H] [--allow-seq-first]
         a torch.nn.MultiheadAttention (the module, or its state_dict) as one attention layer of an
         existing checkpoint
-    scripts/qkv_torch.py check CKPT.h5 [--qkv build/qkv] [--count 8] [--tol 1e-5] [--float64]
+    scripts/pytorch/qkv_torch.py check CKPT.h5 [--qkv build/qkv] [--count 8] [--tol 1e-5] [--float64]
         the mirror against qkv itself: `qkv logits` (encoders, decoders), `qkv eval` (every arch)
         and `qkv generate --temperature 0` (decoders)
 
@@ -59,7 +59,7 @@ from convert_checkpoint import write_atomically  # noqa: E402
 import qkv_tasks  # noqa: E402
 from qkv_mirror import ARCHS, DoesNotFit, Options, Sizes, parse_options  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FORMAT, FORMAT_VERSION = "qkv-checkpoint", 2
 
 
@@ -93,7 +93,7 @@ def model_sizes(o, task, tensors, section=None):
     emb = "src_emb.weight" if o.arch == "encoder_decoder" else "tok_emb.weight"
     out = emb if o.arch == "decoder" else "head.weight"
     if emb not in tensors or out not in tensors:
-        raise does_not_fit(f"the task is unknown to scripts/qkv_tasks.py and the tensors lack {emb} / {out}")
+        raise does_not_fit(f"the task is unknown to scripts/pytorch/qkv_tasks.py and the tensors lack {emb} / {out}")
     pos = tensors.get("pos.weight", tensors.get("src_pos.weight"))
     if pos is not None:
         o = replace(o, max_len=pos.shape[0])
@@ -583,8 +583,8 @@ def held_out_set(info):
     if info.task is not None:
         return info.task.held_out(int(info.config.get("seed", 1)), n_eval)
     if section.get("name") != "text":
-        raise does_not_fit(f"{info.path}: task '{section.get('name')}' has no Python twin in scripts/qkv_tasks.py or "
-                           "scripts/text_corpus.py: the held-out set cannot be generated")
+        raise does_not_fit(f"{info.path}: task '{section.get('name')}' has no Python twin in scripts/pytorch/qkv_tasks.py or "
+                           "scripts/pytorch/text_corpus.py: the held-out set cannot be generated")
     import text_corpus
     if info.stored.tokenizer:
         section = dict(section, tokenizer=info.stored.tokenizer)  # qkv uses the stored tokenizer

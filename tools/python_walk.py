@@ -2,12 +2,13 @@
 """The walk of docs/python.md, run: train the small Chinese masked model, look at 我爱吃苹果 from
 Python, and draw the figures the page shows (docs/images/python_*.png).
 
-    scripts/python_walk.py [--qkv build/qkv] [--checkpoint CKPT] [--images docs/images] [--run DIR]
+    tools/python_walk.py [--qkv build/qkv] [--checkpoint CKPT] [--images docs/images] [--run DIR]
 
 Without --checkpoint it trains configs/grammar_zh.yaml for 600 steps (warm-up 20) into --run
 (default runs/grammar_zh_walk) with qkv.train. Prints every number the page quotes. It restarts
-itself with the OpenBLAS kernel and OMP_WAIT_POLICY the qkv command would use (scripts/machine.py). Needs /usr/bin/python3 with numpy and matplotlib, and the WenQuanYi font for the Chinese
-labels (fonts-wqy-microhei).
+itself with the OpenBLAS kernel and OMP_WAIT_POLICY the qkv command would use (tools/machine.py).
+Needs /usr/bin/python3 with numpy and matplotlib, and the WenQuanYi font for the Chinese labels
+(fonts-wqy-microhei).
 """
 import argparse
 import os
@@ -29,7 +30,7 @@ def parse(argv):
 
 def main(argv):
     a = parse(argv)
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "tools"))
     import machine
     machine.restart_with_blas_env("QKV_PYTHON_WALK_RESTARTED")  # the command's kernel, passive waiting
     sys.path.insert(0, str(pathlib.Path(a.qkv).resolve().parent / "python"))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the libFuzzer targets for a bounded time (docs/reliability.md).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds each, targets: config checkpoint
+#   tools/fuzz.sh [SECONDS] [TARGET...]     default: 60 seconds each, targets: config checkpoint
 #
 # Builds build-fuzz/ with clang (library and targets instrumented: libFuzzer + ASan + UBSan,
 # OpenMP and MPI off), seeds the corpora (tests/fuzz/corpus/<target> plus checkpoints written by

@@ -45,7 +45,7 @@ def emit_params(lines, case, mha):
 def main():
     torch.manual_seed(1234)
     lines = [f"# torch {torch.__version__}: torch.nn.MultiheadAttention(batch_first=True), float64; "
-             "see scripts/make_mha_fixture.py"]
+             "see tools/make_mha_fixture.py"]
 
     # (a) self attention with key padding.
     E, H, B, T = 8, 2, 2, 5

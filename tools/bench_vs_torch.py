@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Train the same encoder model in qkv and in PyTorch, one after the other, and compare tokens/s.
 
-    /usr/bin/python3 scripts/bench_vs_torch.py [--bench build-bench/bench/bench_train] \
+    /usr/bin/python3 tools/bench_vs_torch.py [--bench build-bench/bench/bench_train] \
         [--workloads small,medium,long] [--threads 1,2] [--runs 5] [--steps 20] [--warmup 5] \
         [--malloc reuse|default] [--json out.json]
 
@@ -20,7 +20,7 @@ clip_grad_norm_(1.0), AdamW(lr 1e-3, weight decay 0.01), zero_grad.
 
 PyTorch runs with its best settings here: torch.set_num_threads(n), OMP_WAIT_POLICY=passive (what
 qkv does by default; see kernels/parallel.hpp), OPENBLAS_NUM_THREADS=n, OPENBLAS_CORETYPE chosen as
-qkv chooses its own (scripts/machine.py blas_coretype: QKV_BLAS_CORETYPE if set, else from the CPU
+qkv chooses its own (tools/machine.py blas_coretype: QKV_BLAS_CORETYPE if set, else from the CPU
 features, SkylakeX with AVX-512, Haswell with AVX2 + FMA, an inherited OPENBLAS_CORETYPE kept only if
 of the same level) for the OpenBLAS it calls (Debian's torch uses the system libblas), and, with
 --malloc reuse (the default), glibc malloc set to keep and reuse freed memory (machine.MALLOC_TUNABLES:
@@ -62,7 +62,7 @@ WORKLOADS = {
 def make_torch_model(V, C, H, L, FF, p, max_len, num_classes=None, activation="gelu", norm_first=True,
                      learned_positions=False):
     """qkv's nn::EncoderModel in PyTorch. Parameter names map one to one onto qkv's (see
-    scripts/bench_parity.py); q/k/v are the three (C, C) blocks of blocks.<i>.self_attn.in_proj_weight."""
+    tools/bench_parity.py); q/k/v are the three (C, C) blocks of blocks.<i>.self_attn.in_proj_weight."""
     import torch
     import torch.nn as nn
 

@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments import select as lrsel  # noqa: E402
 from experiments.stats import wilson  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "scripts"))  # plot_snapshots, a user tool
 import plot_snapshots  # noqa: E402
 
 PLATEAU = math.log(64)

@@ -3,7 +3,7 @@
 
 A twin of include/qkv/tensor/random.hpp (hash64, Generator.randint) and src/data/tasks.cpp (the
 tasks), so that a PyTorch model can be scored on the very examples `qkv eval` scores
-(scripts/qkv_torch.py check). Example k of stream s is drawn from Generator(hash64(s, k)) alone;
+(scripts/pytorch/qkv_torch.py check). Example k of stream s is drawn from Generator(hash64(s, k)) alone;
 the held-out set is examples 0 .. eval_size-1 of stream hash64(seed, 1), the training stream is
 hash64(seed, 0).
 
@@ -11,9 +11,9 @@ hash64(seed, 0).
     task = qkv_tasks.make_task(cfg["task"])                  # the config's task section (a dict)
     batch = task.examples(qkv_tasks.eval_stream(seed), 0, n)  # dict of int64 arrays
     batch = task.held_out(seed, n)                            # the same; task.train_examples(seed, first, n)
-                                                              # (scripts/text_corpus.py: the text task)
+                                                              # (scripts/pytorch/text_corpus.py: the text task)
 
-    /usr/bin/python3 scripts/qkv_tasks.py sort --vocab 8 --length 6 --seed 1 --count 2
+    /usr/bin/python3 scripts/pytorch/qkv_tasks.py sort --vocab 8 --length 6 --seed 1 --count 2
 
 batch["inputs"] (N, T), batch["targets"] (N, Tt) with IGNORE (-100) where not scored, and for
 sequence-to-sequence tasks batch["decoder_inputs"] (N, Tt) = BOS then targets[:-1] (seq2seq_recall: the
@@ -135,7 +135,7 @@ def make_task(options):
     task this twin does not know (e.g. one added to qkv later)."""
     o = dict(DEFAULTS, **(options or {}))
     if o["name"] not in TASKS:
-        raise ValueError(f"task '{o['name']}' has no Python twin in scripts/qkv_tasks.py (known: {', '.join(TASKS)})")
+        raise ValueError(f"task '{o['name']}' has no Python twin in scripts/pytorch/qkv_tasks.py (known: {', '.join(TASKS)})")
     return Task(o)
 
 

@@ -9,7 +9,7 @@ src/data/next_token.cpp), for a PyTorch model that trains and evaluates on qkv's
     task.held_out(seed, eval_size)                   # the validation windows qkv eval scores
     task.train_examples(seed, first, count)          # qkv's training windows first .. first+count-1
 
-    /usr/bin/python3 scripts/text_corpus.py PATH [--tokenizer char] [--length 128] [--eval-size 256]
+    /usr/bin/python3 scripts/pytorch/text_corpus.py PATH [--tokenizer char] [--length 128] [--eval-size 256]
 
 The rules, in order: the files (a file; a directory walked recursively, skipping hidden names,
 symbolic links, non-regular files and *.dat; a glob pattern with {a,b} braces, each match a file

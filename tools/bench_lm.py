@@ -2,31 +2,31 @@
 """qkv against a PyTorch twin of the same decoder-only language model, on the same data and machine
 (docs/performance.md, "What is compared" and "How to measure").
 
-    scripts/bench_lm.py speed CONFIG [--threads 1,2] [--steps 20] [--rounds 3] [--set KEY=VALUE ...]
+    tools/bench_lm.py speed CONFIG [--threads 1,2] [--steps 20] [--rounds 3] [--set KEY=VALUE ...]
         training tokens/s of `qkv train CONFIG` and of the twin, same model, batch, context and
         data, interleaved rounds, medians, ratio qkv / twin
-    scripts/bench_lm.py curve CONFIG --seconds S --out DIR [--threads 2] [--eval-every K]
+    tools/bench_lm.py curve CONFIG --seconds S --out DIR [--threads 2] [--eval-every K]
             [--losses 2.5,2.0,1.9,1.81] [--steps N] [--logx]
         each trains for S seconds of wall-clock time, one after the other, evaluating the same
         validation windows every K steps: DIR/qkv.csv, DIR/torch.csv (elapsed_s, step, tokens,
         val_loss), DIR/curve.png, and a table (loss reached, time to reach given losses, tokens/s)
-    scripts/bench_lm.py generate CKPT [--threads 1,2] [--contexts 1,512] [--tokens 64] [--rounds 3]
+    tools/bench_lm.py generate CKPT [--threads 1,2] [--contexts 1,512] [--tokens 64] [--rounds 3]
         generation tokens/s of `qkv generate` with and without its KV cache against the twin with
         and without its own cache, at a 1-token prompt and at a prompt of context - 1 tokens
-    scripts/bench_lm.py selftest [--dir DIR]
+    tools/bench_lm.py selftest [--dir DIR]
         the three commands with tiny settings on a generated corpus (seconds, not a measurement)
 
-The twin is qkv's model written in PyTorch (scripts/qkv_mirror.py: Decoder, qkv's parameter names
+The twin is qkv's model written in PyTorch (scripts/pytorch/qkv_mirror.py: Decoder, qkv's parameter names
 and init distributions), trained by torch.optim.AdamW with the config's lr, betas, eps and weight
 decay (decayed: Linear and Embedding weights and learned positions, qkv's grouping), the same
 schedule (linear warmup, then cosine to min_lr: include/qkv/optim/lr_schedule.hpp), clip_grad_norm_,
-float32, torch.set_num_threads(n). It reads the corpus exactly as qkv does (scripts/text_corpus.py)
+float32, torch.set_num_threads(n). It reads the corpus exactly as qkv does (scripts/pytorch/text_corpus.py)
 and even draws qkv's training windows (example k of stream hash64(seed, 0)), so both see the same
 batches in the same order; the validation windows are those `qkv eval` scores (checked).
 
 Each twin runs in a child process whose environment is set before torch loads: OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS = n, OMP_WAIT_POLICY=passive (as qkv). The twin and every qkv process get the
-same OPENBLAS_CORETYPE, chosen as qkv chooses its own (scripts/machine.py blas_coretype: from the
+same OPENBLAS_CORETYPE, chosen as qkv chooses its own (tools/machine.py blas_coretype: from the
 CPU's features, SkylakeX with AVX-512, else Haswell with AVX2 and FMA; QKV_BLAS_CORETYPE forces one),
 and the same glibc malloc settings (--malloc reuse, the default: freed memory is reused, not
 returned to the kernel; machine.MALLOC_TUNABLES says why). Output names the CPU, its ISA, qkv's
@@ -54,6 +54,7 @@ from dataclasses import replace
 SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
+sys.path.insert(0, os.path.join(REPO, "scripts", "pytorch"))  # the PyTorch bridge: qkv_mirror, qkv_torch, text_corpus
 from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
                      executable_missing, isa, kernel_mismatch, page_fault_us, parallel_capacity, pin_to,
                      pinned_cpus, report_missing, run_conditions, torch_cpu_capability, torch_missing)

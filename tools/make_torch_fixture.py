@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Write tests/fixtures/torch_import/: a checkpoint written by scripts/qkv_torch.py from PyTorch,
+"""Write tests/fixtures/torch_import/: a checkpoint written by scripts/pytorch/qkv_torch.py from PyTorch,
 and the logits PyTorch computes with it, for the C++ suite (which has no torch).
 
-    /usr/bin/python3 scripts/make_torch_fixture.py [--out tests/fixtures/torch_import]
+    /usr/bin/python3 tools/make_torch_fixture.py [--out tests/fixtures/torch_import]
 
 Deterministic (torch.manual_seed(0)); rerunning it rewrites the same files. What it does:
-  1. builds the mirror (scripts/qkv_mirror.py) of CONFIG below, an encoder of width 16, 2 heads,
+  1. builds the mirror (scripts/pytorch/qkv_mirror.py) of CONFIG below, an encoder of width 16, 2 heads,
      1 layer, vocabulary 8, and moves every parameter off its initial value (+0.1 N(0, 1));
   2. torch.save's {"config", "state_dict"} and runs `qkv_torch.py import` on it -> base.h5;
   3. builds a torch.nn.MultiheadAttention(16, 2, batch_first=True) with nonzero biases, saves
@@ -22,14 +22,14 @@ import tempfile
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "pytorch"))
 import qkv_tasks  # noqa: E402
 import qkv_torch  # noqa: E402
 
 # run.out: qkv validates it even when it only evaluates a checkpoint (its nearest existing
 # ancestor must be a writable directory), so it names a directory under /tmp.
 CONFIG = """\
-# A model built in PyTorch by scripts/make_torch_fixture.py (docs/pytorch.md)
+# A model built in PyTorch by tools/make_torch_fixture.py (docs/pytorch.md)
 seed: 1
 model:
   arch: encoder

@@ -2,9 +2,9 @@
 """How much of each side's training step is OpenBLAS, and the speed-up that leaves qkv at most
 (docs/performance.md, "The BLAS bound, measured").
 
-    /usr/bin/python3 scripts/blas_bound.py [--freq 999] [--keep DIR] -- scripts/bench_lm.py speed \\
+    /usr/bin/python3 tools/blas_bound.py [--freq 999] [--keep DIR] -- tools/bench_lm.py speed \\
         configs/fortunes.yaml --threads 1 --steps 40 --rounds 3
-    /usr/bin/python3 scripts/blas_bound.py -- scripts/bench_vs_torch.py --workloads medium --threads 1 --runs 3
+    /usr/bin/python3 tools/blas_bound.py -- tools/bench_vs_torch.py --workloads medium --threads 1 --runs 3
 
 Runs the comparison (`bench_lm.py speed` or `bench_vs_torch.py`, one workload, 1 thread: at more
 threads a step's wall-clock time is not the CPU time perf samples) under `perf record` (cpu-clock
@@ -170,9 +170,9 @@ def command_problem(cmd):
     it takes minutes."""
     script = os.path.basename(cmd[0]) if cmd else ""
     if script not in ("bench_lm.py", "bench_vs_torch.py"):
-        return "give the comparison after --: scripts/bench_lm.py speed ... or scripts/bench_vs_torch.py ..."
+        return "give the comparison after --: tools/bench_lm.py speed ... or tools/bench_vs_torch.py ..."
     if script == "bench_lm.py" and cmd[1:2] != ["speed"]:
-        return "of bench_lm.py only `speed` trains: scripts/bench_lm.py speed CONFIG ..."
+        return "of bench_lm.py only `speed` trains: tools/bench_lm.py speed CONFIG ..."
     if script == "bench_vs_torch.py":
         workloads = option(cmd, "--workloads")
         if workloads is None or "," in workloads:

@@ -2,10 +2,10 @@
 """Where a program's OpenMP threads wait: time in each parallel region, busy and idle, per thread
 (docs/performance.md, "The 10.8M-parameter decoder at 2 threads").
 
-    /usr/bin/python3 scripts/omp_regions.py [--from S] [--to S] [--top N] [--keep DIR] -- \\
+    /usr/bin/python3 tools/omp_regions.py [--from S] [--to S] [--top N] [--keep DIR] -- \\
         build/qkv train configs/fortunes.yaml --threads 2 --set train.steps=30 ...
 
-Compiles scripts/omp_regions.c (cc, -fopenmp) into an LD_PRELOAD library and runs the command
+Compiles tools/omp_regions.c (cc, -fopenmp) into an LD_PRELOAD library and runs the command
 with it. The library times every parallel region GCC's libgomp starts with GOMP_parallel (all of
 qkv's): its wall time, each team thread's time inside it (busy) and how late each other thread
 entered it (its wake-up). A thread's idle time in a region is wall - busy: waiting to be woken,
