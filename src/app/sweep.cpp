@@ -200,7 +200,10 @@ int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) 
     std::vector<std::string> args = {opt.executable, "train", plan.base, "--quiet", "--threads", std::to_string(threads)};
     for (auto& o : run.overrides) args.insert(args.end(), {"--set", o});
     args.insert(args.end(), {"--set", "run.out=" + dir.string()});
+    // An interrupted run continues from its last.h5; one stopped before its first last.h5 (the
+    // sweep's own, unfinished: no result.csv) starts again in place.
     if (fs::exists(dir / "last.h5")) args.insert(args.end(), {"--resume", (dir / "last.h5").string()});
+    else if (fs::exists(dir / "config.yaml")) args.push_back("--overwrite");
     fs::remove(dir / "failed");
 
     posix_spawn_file_actions_t actions;

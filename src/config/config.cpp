@@ -329,7 +329,7 @@ std::vector<Field> fields(Config& c) {
           field("optimizer", "dampening", o.dampening),
           field("optimizer", "nesterov", o.nesterov),
           field("optimizer", "decay_bias_and_norm", o.decay_bias_and_norm),
-          field("optimizer", "clip_grad_norm", o.clip_grad_norm),
+          field("optimizer", "clip_grad_norm", o.clip_grad_norm), field("optimizer", "qk_gain", o.qk_gain),
           field("schedule", "name", s.name, optim::schedule_names()),
           field("schedule", "warmup_steps", s.warmup_steps),
           field("schedule", "step_size", s.step_size), field("schedule", "min_lr", s.min_lr),

@@ -258,3 +258,28 @@ TEST_CASE("sweep: an interrupted run resumes from its last.h5 and ends as if nev
     for (const char* c : {"step", "train_loss", "eval_loss", "eval_token_acc", "blocks.0.attn.entropy", "blocks.0.attn.grad_q"})
       CHECK_MESSAGE(resumed[i][c] == fresh[i][c], c, " at row ", i);
 }
+
+TEST_CASE("sweep: a run stopped before its first last.h5 starts again in place, and ends as a fresh one") {
+  const std::string dir = test::temp_dir("sweep_restart");
+  tiny_sweep(dir);
+  write(dir + "/one.yaml", "base: base.yaml\nset:\n  train.threads: 1\ngrid:\n  model.heads: [2]\nseeds: [1]\n");
+  const std::string qkv = QKV_CLI_PATH;
+  std::string out;
+  // What a kill before the first periodic save leaves: the run's config and metrics, no last.h5.
+  const std::string run = dir + "/a/runs/heads=2_seed=1";
+  REQUIRE_MESSAGE(test::run_command(qkv + " train " + dir + "/base.yaml --quiet --set train.threads=1 --set model.heads=2 "
+                                              "--set seed=1 --set run.out=" + run + " --stop-after 10", &out) == 0, out);
+  fs::remove(run + "/last.h5");
+  REQUIRE(fs::exists(run + "/config.yaml"));
+  REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/a", &out) == 0, out);
+  CHECK_FALSE(fs::exists(run + "/failed"));
+  REQUIRE(fs::exists(run + "/result.csv"));
+  REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/b", &out) == 0, out);
+  auto again = read_csv(run + "/metrics.csv");  // no rows left from the first attempt
+  auto fresh = read_csv(dir + "/b/runs/heads=2_seed=1/metrics.csv");
+  REQUIRE(again.size() == 2);
+  REQUIRE(fresh.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (const char* c : {"step", "train_loss", "eval_loss", "eval_token_acc", "blocks.0.attn.entropy"})
+      CHECK_MESSAGE(again[i][c] == fresh[i][c], c, " at row ", i);
+}
