@@ -59,7 +59,7 @@ def main(argv):
     print(m)
 
     # 2. The cache of 我爱吃苹果.
-    tokens = m.to_tokens(SENTENCE)
+    tokens = m.to_str_tokens(SENTENCE)
     logits, cache = m.run_with_cache(SENTENCE)
     print("tokens:", tokens)
     print("logits:", logits.shape, "cache:", len(cache), "arrays,", cache.nbytes, "bytes")
@@ -122,6 +122,9 @@ def main(argv):
 
     hooked = m.evaluate(fwd_hooks=[(f"blocks.{worst[0]}.attn.hook_z", zero_head)])
     print(f"the same with a Python hook: loss {hooked['loss']:.4f}")
+    with m.hooks(fwd_hooks=[(f"blocks.{worst[0]}.attn.hook_z", zero_head)]):
+        print(f"the same inside m.hooks(): loss {m.evaluate()['loss']!r}")
+    print(f"after it: loss {m.evaluate()['loss']!r}")
     patch = qkv.patch(m, "我爱[MASK]苹果", "我爱[MASK]牛奶", answer="吃", wrong="喝")
     print(f"patch: logit(吃) - logit(喝) at the mask, clean {patch['clean']:.3f}, corrupt {patch['corrupt']:.3f}")
     for layer in range(L):

@@ -19,12 +19,12 @@ no environment change. docs/python.md is the guide.
 
 from ._qkv import ConfigError, Error, IoError, ShapeError, __version__
 from .instruments import HeadTable, ablate, explain, fill, generate, head_similarity, heads, patch
-from .model import ActivationCache, HookPoint, Model, load
+from .model import ActivationCache, Config, HookPoint, Model, load
 from .runtime import info, num_threads, set_num_threads
 from .training import train
 
 __all__ = [
-    "load", "Model", "ActivationCache", "HookPoint",
+    "load", "Model", "Config", "ActivationCache", "HookPoint",
     "heads", "HeadTable", "head_similarity", "ablate", "explain", "fill", "generate", "patch",
     "train", "info", "num_threads", "set_num_threads",
     "Error", "ConfigError", "IoError", "ShapeError", "__version__",

@@ -35,6 +35,7 @@ def heads(model, examples=64):
     `qkv heads --csv`: a HeadTable (a list of one dict per head; NaN where a score does not apply,
     label "" when none). docs/instruments.md defines the scores; table.array("induction") gives one
     as a (layers, heads) array."""
+    model._no_added_hooks("qkv.heads")
     r = _qkv.heads(model._m, int(examples))
     table = HeadTable(r["heads"])
     table.score_names, table.baselines = r["score_names"], r["baselines"]
@@ -45,6 +46,7 @@ def head_similarity(model, examples=64):
     """How alike the heads of each layer attend, as `qkv heads --similarity`: per attention layer
     an (H, H) array of the mean Jensen-Shannon divergence in bits between two heads' weight rows on
     the same queries (0: the same; 1: disjoint), over the first `examples` test examples."""
+    model._no_added_hooks("qkv.head_similarity")
     return _qkv.head_divergence(model._m, int(examples))
 
 
@@ -73,6 +75,7 @@ def ablate(model, heads=None, mode="zero", examples=0, prune=False, step=1, rela
     head; `qkv ablate` prints it sorted by loss) or "curve" (points with removed, fraction).
     Metrics: loss, token_accuracy, sequence_accuracy.
     """
+    model._no_added_hooks("qkv.ablate")
     text = _heads_text(heads)
     return _qkv.ablate(model._m, text, heads is not None, mode, int(examples), bool(prune), int(step), relation or "")
 
@@ -82,6 +85,7 @@ def explain(model, x=None, layer=0, head=0, query=0, example=None, mask_text=MAS
     keys with raw and scaled scores, mask, recomputed and model weights and values, the output and
     the self-check errors). The input is `x` (text or token ids, one row) or held-out example
     `example` of the validation split (as --example; the default when x is None)."""
+    model._no_added_hooks("qkv.explain")
     if x is None:
         row = model.held_out("validation", None if example is None else int(example) + 1)
         n = len(row["inputs"])
@@ -99,6 +103,7 @@ def explain(model, x=None, layer=0, head=0, query=0, example=None, mask_text=MAS
 def fill(model, text, k=5, mask_text=MASK_TEXT):
     """The `k` most likely tokens at every mask of `text` (a masked language model), as `qkv fill`:
     a list (one item per mask, in order) of {"position": t, "top": [(label, id, probability)]}."""
+    model._no_added_hooks("qkv.fill")
     return _qkv.fill(model._m, text, mask_text, int(k))
 
 
@@ -107,6 +112,7 @@ def generate(model, prompt, max_tokens=200, temperature=1.0, top_k=0, top_p=1.0,
     text): text in, new text out; token ids in (a list of ints), new ids out. temperature 0 is
     greedy; top_k 0 keeps every token. stream(piece) is called with each new token's text (ids
     for an id prompt) as it is chosen."""
+    model._no_added_hooks("qkv.generate")
     ids_in = not isinstance(prompt, str)
     ids = [int(i) for i in prompt] if ids_in else model._m.encode(prompt, "")
     on_token = None
@@ -149,8 +155,8 @@ def patch(model, clean, corrupt, answer=None, wrong=None, metric=None, position=
     clean_row, corrupt_row = model.input_row(clean), model.input_row(corrupt)
     a, b = np.asarray(clean_row["inputs"]), np.asarray(corrupt_row["inputs"])
     if a.shape != b.shape:
-        raise ValueError(f"patch: the clean row has shape {a.shape} ({model.to_tokens(clean_row)}), the corrupted "
-                         f"{b.shape} ({model.to_tokens(corrupt_row)}): patching needs rows of the same length")
+        raise ValueError(f"patch: the clean row has shape {a.shape} ({model.to_str_tokens(clean_row)}), the corrupted "
+                         f"{b.shape} ({model.to_str_tokens(corrupt_row)}): patching needs rows of the same length")
     if metric is None:
         if answer is None or wrong is None:
             raise ValueError("patch: give answer and wrong (the logit difference), or metric(logits) -> float")

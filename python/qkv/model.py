@@ -1,10 +1,13 @@
 """A trained model in Python: its config and vocabulary, and forward passes with a cache of
 activations and with hooks, named as qkv's hook points (TransformerLens's names)."""
 
+import contextlib
 import fnmatch
 import json
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -75,6 +78,56 @@ def _parse_config_yaml(text):
         else:
             section = config[key] = {}
     return config
+
+
+# TransformerLens's names for activations qkv names otherwise: a name of the left form given to
+# run_with_cache, run_with_hooks or add_hook raises a ValueError that gives qkv's name (the middle
+# column; L the block) when the model has it. None: qkv has no such point, and the note says what to
+# use instead.
+_TRANSFORMER_LENS_NAMES = [
+    (r"hook_embed", "tok_emb", None),
+    (r"hook_pos_embed", "pos", "the token embeddings plus positions"),
+    (r"blocks\.(\d+)\.hook_resid_post", "blocks.{L}", None),
+    (r"blocks\.(\d+)\.hook_resid_pre", "blocks.{L-1}", "the output of the block before"),
+    (r"blocks\.(\d+)\.hook_resid_mid", None, "qkv records no residual stream between attention and feed-forward"),
+    (r"blocks\.(\d+)\.hook_attn_out", "blocks.{L}.attn.hook_result", None),
+    (r"blocks\.(\d+)\.hook_mlp_out", "blocks.{L}.ff", None),
+    (r"blocks\.(\d+)\.attn\.hook_attn_scores", None, "qkv records the weights (hook_pattern), not the scores "
+                                                       "before softmax; qkv.explain gives one query's scores"),
+]
+
+
+def _transformer_lens_hint(name, known):
+    """The ValueError message for `name` when it is one of TransformerLens's names, else None."""
+    for pattern, ours, note in _TRANSFORMER_LENS_NAMES:
+        m = re.fullmatch(pattern, name)
+        if not m:
+            continue
+        if ours is None:
+            return f"{name!r} is TransformerLens's name: {note}"
+        if m.groups():
+            layer = int(m.group(1))
+            if ours == "blocks.{L-1}" and layer == 0:
+                ours, note = "pos", "the embeddings the first block reads"
+            ours = ours.replace("{L}", str(layer)).replace("{L-1}", str(layer - 1))
+        if ours in known:
+            return f"{name!r} is TransformerLens's name; qkv's is {ours!r}" + (f" ({note})" if note else "")
+    return None
+
+
+@dataclass(frozen=True)
+class Config:
+    """The model's sizes under TransformerLens's names (HookedTransformerConfig), read from the
+    checkpoint's config: m.cfg.n_layers, m.cfg.n_heads, ... (m.config holds every key)."""
+
+    n_layers: int      # blocks (of the encoder, for an encoder-decoder model)
+    n_heads: int       # H
+    d_model: int       # C
+    d_head: int        # D of the first attention layer
+    d_mlp: int         # the feed-forward width
+    d_vocab: int       # input token ids are < d_vocab
+    d_vocab_out: int   # V, the logits' last axis
+    n_ctx: int         # the longest row the model reads
 
 
 class HookPoint:
@@ -173,6 +226,11 @@ class Model:
     Any module's dotted name (module_names) can be recorded or hooked too: its output, e.g.
     "blocks.0" the residual stream after block 0, "tok_emb" the token embeddings, "head" the
     logits. Logits are (B, T, V).
+
+    Hooks added with add_hook (or inside `with m.hooks(...)`) stay on the model and run in every
+    forward pass of its methods (run_with_cache, run_with_hooks, m(x), evaluate, and qkv.patch)
+    until reset_hooks(); the C++ instruments (qkv.heads, ablate, explain, fill, generate) refuse a
+    model that has some, as they would not see them.
     """
 
     def __init__(self, model):
@@ -183,6 +241,12 @@ class Model:
         self.module_names = model.module_names()
         self.attention_layers = model.attention_layers()
         self.vocab = model.labels(list(range(model.input_vocab)))
+        self._added_hooks = []  # (name, fn(activation, hook)) pairs of add_hook, in order
+        first = self.attention_layers[0]
+        blocks = sum(1 for n in self.module_names if re.fullmatch(r"(encoder\.)?blocks\.\d+", n))
+        self.cfg = Config(n_layers=blocks, n_heads=first["heads"], d_model=self.config["model"]["d_model"],
+                          d_head=first["head_dim"], d_mlp=self.config["model"]["d_ff"], d_vocab=model.input_vocab,
+                          d_vocab_out=model.num_classes, n_ctx=model.max_len)
 
     # ---- what the model is ----
     @property
@@ -257,14 +321,18 @@ class Model:
         return self._m.decode([int(i) for i in np.asarray(ids).reshape(-1)]).decode("utf-8", errors="replace")
 
     def to_tokens(self, x, mask_text=MASK_TEXT):
-        """The labels of the tokens the model reads for `x` (one row): what the axes of its
-        patterns are. For text, the row of input_row(x)."""
-        row = self.input_row(x, mask_text)["inputs"]
-        if row.shape[0] != 1:
-            raise ValueError(f"to_tokens: expected one row, found {row.shape[0]}")
-        return self._m.labels(row[0].tolist())
+        """The token ids the model reads for `x`, a (B, T) int64 array (TransformerLens's
+        to_tokens): input_row(x)["inputs"]. For text, the row the command reads for --text, which
+        may differ from tokenize(x) (a grammar row ends its sentence with 。)."""
+        return self.input_row(x, mask_text)["inputs"]
 
-    to_str_tokens = to_tokens  # TransformerLens's name
+    def to_str_tokens(self, x, mask_text=MASK_TEXT):
+        """The labels of the tokens the model reads for `x` (one row), as TransformerLens's
+        to_str_tokens: what the axes of its patterns are."""
+        row = self.to_tokens(x, mask_text)
+        if row.shape[0] != 1:
+            raise ValueError(f"to_str_tokens: expected one row, found {row.shape[0]}")
+        return self._m.labels(row[0].tolist())
 
     def input_row(self, x, mask_text=MASK_TEXT):
         """The batch dict the model reads for `x` (see the class docstring)."""
@@ -283,6 +351,15 @@ class Model:
         return self._m.held_out(split, 0 if n is None else int(n))
 
     # ---- forward passes ----
+    def _checked(self, name, what):
+        """`name`, or a ValueError when it is TransformerLens's name for something qkv names
+        otherwise (other unknown names are the C++ side's error, with its did-you-mean)."""
+        if isinstance(name, str) and name not in self.hook_names and name not in self.module_names:
+            hint = _transformer_lens_hint(name, set(self.hook_names) | set(self.module_names))
+            if hint:
+                raise ValueError(f"{what}: {hint}")
+        return name
+
     def _names(self, names_filter):
         if names_filter is None:
             return list(self.hook_names)
@@ -298,11 +375,11 @@ class Model:
                                      f"{_qkv.did_you_mean(item, self.hook_names)}")
                 names += matched
             else:
-                names.append(item)
+                names.append(self._checked(item, "names_filter"))
         return list(dict.fromkeys(names))
 
-    def _hooks(self, fwd_hooks):
-        out = []
+    def _hooks(self, fwd_hooks, with_added=True):
+        out = list(self._added_hooks) if with_added else []
         for pair in fwd_hooks or ():
             try:
                 where, fn = pair
@@ -310,13 +387,56 @@ class Model:
                 raise TypeError(f"fwd_hooks: expected (name, function) pairs, found {pair!r}") from None
             if not callable(fn):
                 raise TypeError(f"fwd_hooks: the hook for {where!r} is not callable")
-            names = self._names(where) if callable(where) or any(c in where for c in "*?[") else [where]
+            if not callable(where) and not isinstance(where, str):
+                raise TypeError(f"fwd_hooks: expected a hook point's name, a glob or a filter function, found {where!r}")
+            if callable(where) or any(c in where for c in "*?["):
+                names = self._names(where)
+            else:
+                names = [self._checked(where, "fwd_hooks")]
             for name in names:
                 point = HookPoint(name)
                 out.append((name, lambda a, fn=fn, point=point: fn(a, point)))
         return out
 
-    def run_with_cache(self, x, names_filter=None, fwd_hooks=()):
+    # ---- hooks that stay on the model (TransformerLens's add_hook, reset_hooks, hooks) ----
+    def add_hook(self, name, fn):
+        """Add fn(activation, hook) at `name` (a hook point's or module's name, a glob or a filter
+        function name -> bool, as in fwd_hooks) for every forward pass from now on, after the hooks
+        added before it and before a call's own fwd_hooks, until reset_hooks()."""
+        self._added_hooks += self._known(self._hooks([(name, fn)], with_added=False), "add_hook")
+
+    def reset_hooks(self):
+        """Remove every hook add_hook added."""
+        self._added_hooks = []
+
+    @contextlib.contextmanager
+    def hooks(self, fwd_hooks=()):
+        """`with m.hooks(fwd_hooks=[(name, fn)]):` the hooks are on inside the block (as add_hook)
+        and removed at its end, also when it raises; the model is yielded."""
+        before = len(self._added_hooks)
+        self._added_hooks += self._known(self._hooks(fwd_hooks, with_added=False), "hooks")
+        try:
+            yield self
+        finally:
+            del self._added_hooks[before:]
+
+    def _known(self, hooks, what):
+        """`hooks`, or a ValueError for the first name that is no hook point or module: a hook
+        that stays on the model is checked when it is added, not at the next forward pass."""
+        for name, _ in hooks:
+            if name not in self.hook_names and name not in self.module_names:
+                raise ValueError(f"{what}: no hook point or module named {name!r}"
+                                 f"{_qkv.did_you_mean(name, self.hook_names + self.module_names)}")
+        return hooks
+
+    def _no_added_hooks(self, what):
+        """A ValueError when add_hook hooks are on: `what` runs in C++ and would not see them."""
+        if self._added_hooks:
+            names = ", ".join(dict.fromkeys(name for name, _ in self._added_hooks))
+            raise ValueError(f"{what}: the model has hooks added with add_hook or hooks() ({names}), which {what} "
+                             f"does not run (it runs in C++); call m.reset_hooks() first, or use run_with_hooks")
+
+    def run_with_cache(self, x, names_filter=None, fwd_hooks=(), remove_batch_dim=False):
         """Run `x` and record activations: returns (logits, cache), logits (B, T, V).
 
         names_filter (TransformerLens's): None records every hook point; a name ("blocks.0.attn.
@@ -324,10 +444,17 @@ class Model:
         function name -> bool over the hook points. Only those points are hooked, so a pass that
         records the patterns only keeps them alone (and a pass that records no pattern does not
         compute them at all: qkv's fused attention never builds them unless asked).
-        fwd_hooks: as run_with_hooks; the cache holds the values they leave.
+        fwd_hooks: as run_with_hooks; the cache holds the values they leave (hooks added with
+        add_hook run too). remove_batch_dim=True (one row only): the cache's arrays without their
+        batch axis, e.g. hook_pattern (H, Tq, Tk); the logits keep theirs, as in TransformerLens.
         The arrays are views of qkv's buffers, not copies.
         """
-        logits, arrays = self._m.run(self.input_row(x), self._names(names_filter), self._hooks(fwd_hooks))
+        row = self.input_row(x)
+        if remove_batch_dim and np.asarray(row["inputs"]).shape[0] != 1:
+            raise ValueError(f"remove_batch_dim: expected one row, found {np.asarray(row['inputs']).shape[0]}")
+        logits, arrays = self._m.run(row, self._names(names_filter), self._hooks(fwd_hooks))
+        if remove_batch_dim:
+            arrays = {k: v[0] for k, v in arrays.items()}
         return logits, ActivationCache(arrays, self)
 
     def run_with_hooks(self, x, fwd_hooks=()):
@@ -341,7 +468,7 @@ class Model:
         copy first: `z = z.copy(); z[:, head] = 0; return z`. A wrong shape raises ValueError
         naming the hook, the shape returned and the shape expected; an unknown name, ValueError
         with the closest name. Hooks on one point run in list order; the model is unchanged
-        afterwards.
+        afterwards (hooks added with add_hook run first).
         """
         logits, _ = self._m.run(self.input_row(x), [], self._hooks(fwd_hooks))
         return logits

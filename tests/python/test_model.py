@@ -1,5 +1,6 @@
 """qkv.load and the forward passes: config and vocabulary, the cache (names, shapes, filters, no
 copy), hooks (what they receive, replacements, what they leave unchanged)."""
+import pathlib
 import tracemalloc
 
 import numpy as np
@@ -9,6 +10,7 @@ import qkv
 from qkv import _qkv
 
 SENTENCE = "我爱吃苹果"
+SOURCE = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_load_gives_the_config_the_vocabulary_and_the_hook_points(grammar):
@@ -32,8 +34,10 @@ def test_tokens_round_trip_and_the_row_the_model_reads(grammar):
     m = grammar
     ids = m.tokenize(SENTENCE)
     assert len(ids) == 5 and m.decode(ids) == SENTENCE
-    assert m.to_tokens(SENTENCE) == ["我", "爱", "吃", "苹", "果", "。"]  # the grammar's row ends its sentence
-    assert m.to_str_tokens(SENTENCE) == m.to_tokens(SENTENCE)
+    assert m.to_str_tokens(SENTENCE) == ["我", "爱", "吃", "苹", "果", "。"]  # the grammar's row ends its sentence
+    tokens = m.to_tokens(SENTENCE)  # TransformerLens's to_tokens: (B, T) ids of the row the model reads
+    assert tokens.shape == (1, 6) and tokens.dtype == np.int64 and tokens[0, :5].tolist() == ids
+    assert m.vocab[tokens[0, 5]] == "。"
     assert m.tokenize("我爱[MASK]苹果")[2] == m.mask_token
     assert m.decode(m.tokenize("我爱[MASK]苹果")) == "我爱[MASK]苹果"
     row = m.input_row(SENTENCE)
@@ -194,3 +198,46 @@ def test_the_gil_is_released_while_the_model_runs(grammar):
     assert not errors and len(results) == 10
     for r in results:
         np.testing.assert_array_equal(r, expected)
+
+
+def _longest_pause_of_this_thread(work):
+    """Run work() in another thread and spin here meanwhile: (seconds work took, the longest time
+    this thread went without running a Python line). A call that kept the GIL would stop this
+    thread for as long as it ran."""
+    import threading
+    import time
+
+    took, errors = [], []
+
+    def run():
+        t0 = time.perf_counter()
+        try:
+            work()
+        except BaseException as e:  # raised below, in the test's thread
+            errors.append(e)
+        took.append(time.perf_counter() - t0)
+
+    t = threading.Thread(target=run)
+    last, longest = time.perf_counter(), 0.0
+    t.start()
+    while t.is_alive():
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    t.join()
+    if errors:
+        raise errors[0]
+    return took[0], longest
+
+
+def test_a_forward_pass_and_training_leave_the_gil_to_other_threads(grammar, workdir):
+    m = grammar
+    test = m.held_out("test")
+    big = {k: np.concatenate([v] * 40) for k, v in test.items()}
+    took, pause = _longest_pause_of_this_thread(lambda: m.evaluate(big, batch_size=len(big["inputs"])))
+    assert took > 0.2, f"the forward pass took {took:.3f} s: too short to tell"
+    assert pause < took / 3, (took, pause)
+    took, pause = _longest_pause_of_this_thread(lambda: qkv.train(
+        SOURCE / "configs/sort.yaml", overrides={"train.steps": 60, "train.eval_every": 60, "schedule.warmup_steps": 5},
+        out=workdir / "gil_run", overwrite=True, verbose=False, threads=1))
+    assert took > 0.2, f"training took {took:.3f} s: too short to tell"
+    assert pause < took / 3, (took, pause)

@@ -68,7 +68,7 @@ def test_train_equals_qkv_train_bit_for_bit(cli, workdir):
     # takes token ids.
     m = qkv.load(r["best_checkpoint"])
     assert m.evaluate(m.held_out("validation"), batch_size=16)["loss"] == pytest.approx(r["best"]["loss"], abs=0)
-    assert m.tokenizer is None and m.to_tokens([3, 1, 2]) == ["3", "1", "2"] and m.decode([3, 1, 2]) == "3 1 2"
+    assert m.tokenizer is None and m.to_str_tokens([3, 1, 2]) == ["3", "1", "2"] and m.decode([3, 1, 2]) == "3 1 2"
     assert m([3, 1, 2, 7, 0, 5, 4, 6]).shape == (1, 8, 8)
     with pytest.raises(ValueError, match="has no vocabulary .*give token ids"):
         m.tokenize("3 1 2")
