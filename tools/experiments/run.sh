@@ -4,7 +4,7 @@
 #
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
+# NAME: induction, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
 #   (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
+    induction|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -170,6 +170,20 @@ scale() {
     $py $S/scale.py variance "$o/init_variance.csv" "${arms[@]}" --sweeps "$runs/scale" --out "$o/variance.png" \
         --out-end "$o/variance_end.png"
   } > "$o/results.md"
+}
+
+# The exact reparameterisation control (experiments/scale_exact/README.md): scaled, exact and
+# init-only at d_k 512, one lr, 10 seeds, a fixed budget; scored at the last checkpoint.
+scale_exact() {
+  local o; o=$(out_dir scale_exact); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100)
+  local arm
+  for arm in scaled exact init; do
+    sweep experiments/scale_exact/$arm.yaml scale_exact/$arm "${q[@]}"
+    score "$o/$arm.csv" $runs/scale_exact/$arm -- --label arm=$arm --checkpoint last.h5
+  done
+  [ -d $runs/scale_exact/scaled ] || { echo "run.sh: no sweeps in $runs/scale_exact: results.md kept" >&2; return 0; }
+  $py $S/scale.py exact "$o"/{scaled,exact,init}.csv --sweeps $runs/scale_exact > "$o/results.md"
 }
 
 heads() {
