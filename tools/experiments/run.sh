@@ -4,7 +4,7 @@
 #
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
+# NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
 #   (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -82,6 +82,17 @@ induction() {
   sweep experiments/induction/sweep.yaml induction "${q[@]}"
   score "$o/runs.csv" $runs/induction -- --heads "$o/heads.csv"
   $py $S/induction.py $runs/induction "$o/runs.csv" "$o/heads.csv" "$o" --qkv "$qkv" > "$o/results.md"
+}
+
+# Each head alone and random sets of heads against the labelled ones
+# (experiments/induction_ablation/README.md).
+induction_ablation() {
+  local o; o=$(out_dir induction_ablation); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set train.eval_every=50)
+  sweep experiments/induction_ablation/sweep.yaml induction_ablation "${q[@]}"
+  score "$o/runs.csv" $runs/induction_ablation
+  [ -d $runs/induction_ablation ] || { echo "run.sh: no sweep in $runs/induction_ablation: results.md kept" >&2; return 0; }
+  $py $S/induction_ablation.py $runs/induction_ablation --out "$o" --qkv "$qkv" > "$o/results.md"
 }
 
 dk_width() {
