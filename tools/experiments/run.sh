@@ -353,15 +353,34 @@ grokking() {
 # pilot_then_main NAME STEPS WARMUP: the lr pilot of experiments/NAME/pilot.yaml on its tuning seeds,
 # then each head count of main.yaml at the lr its pilot chose (an lr at an edge of the grid is
 # reported: the grid must be extended); prints the sweep directories of the reported runs.
+# The pilot's sweep directories: its grid, then one per extension of the grid.
+pilot_dirs() {
+  echo "$runs/$1/pilot"
+  [ -d "$runs/$1/pilot_ext" ] && find "$runs/$1/pilot_ext" -mindepth 1 -maxdepth 1 -type d | sort
+  return 0
+}
+# pilot_then_main NAME QUICK_STEPS QUICK_WARMUP: the lr pilot (tuning seeds), the grid extended by a
+# half-decade beyond any edge lr (up to twice: an lr still at the edge is reported as such), then
+# the main sweep of each head count at its lr; prints the main sweep directories.
 pilot_then_main() {
-  local name=$1 q=() h lr where
+  local name=$1 q=() h lr where next round edges
   [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
   sweep experiments/$name/pilot.yaml $name/pilot "${q[@]}" >&2
-  while read -r h lr where; do
-    [ "$where" = EDGE ] && echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
+  for round in 1 2; do
+    edges=0
+    while read -r h lr where next; do
+      [ "$where" = EDGE ] || continue
+      edges=1
+      echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extending it to $next" >&2
+      sweep experiments/$name/pilot.yaml $name/pilot_ext/h${h}_lr$next --grid model.heads=$h --grid optimizer.lr=$next "${q[@]}" >&2
+    done < <($py $S/roles.py select $(pilot_dirs $name))
+    [ $edges = 0 ] && break
+  done
+  while read -r h lr where next; do
+    [ "$where" = EDGE ] && echo "run.sh: $name: h = $h still chooses an edge lr ($lr) after two extensions" >&2
     sweep experiments/$name/main.yaml $name/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}" >&2
     echo "$runs/$name/main/h$h"
-  done < <($py $S/roles.py select $runs/$name/pilot)
+  done < <($py $S/roles.py select $(pilot_dirs $name))
 }
 
 # Who and what heads (experiments/roles/README.md): role scores, head similarity and single-head
@@ -369,7 +388,7 @@ pilot_then_main() {
 roles() {
   local o; o=$(out_dir roles); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
-  $py $S/roles.py select $runs/roles/pilot > "$o/lr.txt"
+  $py $S/roles.py select $(pilot_dirs roles) > "$o/lr.txt"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
 }
@@ -379,7 +398,7 @@ roles() {
 lm_heads() {
   local o; o=$(out_dir lm_heads); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main lm_heads 200 20)
-  $py $S/roles.py select $runs/lm_heads/pilot > "$o/lr.txt"
+  $py $S/roles.py select $(pilot_dirs lm_heads) > "$o/lr.txt"
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" > "$o/results.md"
