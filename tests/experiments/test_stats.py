@@ -226,6 +226,10 @@ def test_select():
     ch = choices[("1",)]
     check(ch.lr == "0.001" and [c.n for c in ch.candidates] == [2, 2], f"select on the common seeds: {ch}")
     check(len(kept) == 4, "select keeps every run of the chosen lr, tuning seeds or not")
+    # The lr grid extended beyond an edge: the next half-decade (1, 3 x 10^k) up or down.
+    from experiments.roles import half_decade
+    got = [f"{half_decade(lr, up):g}" for lr, up in [(0.03, True), (0.001, False), (0.003, True), (0.01, False), (1e-4, False)]]
+    check(got == ["0.1", "0.0003", "0.01", "0.003", "3e-05"], f"half_decade: {got}")
 
 
 # ---- end to end ----------------------------------------------------------------------------------

@@ -2,9 +2,10 @@
 """Who and what heads (experiments/roles/README.md): role scores, head similarity and single-head
 ablations of masked grammar encoders with 1 to 32 heads.
 
-    roles.py select PILOT_DIR                      the lr of each head count (lowest mean validation
+    roles.py select PILOT_DIR...                   the lr of each head count (lowest mean validation
                                                    masked loss over the tuning seeds); one line
-                                                   "H LR interior|EDGE" per head count
+                                                   "H LR interior" or "H LR EDGE NEXT" per head count,
+                                                   NEXT the half-decade lr beyond the edge (1, 3 x 10^k)
     roles.py analyse SWEEP_DIR... --out DIR [--qkv build/qkv] [--examples 256] [--jobs 2]
     roles.py report DIR                            tables (markdown) and figures from DIR's CSVs
 
@@ -71,16 +72,26 @@ def sweep_rows(dirs):
 
 # ---- select ----
 
+def half_decade(lr, up):
+    """The next lr of the ladder 1, 3, 10, 30 ... x 10^k above (up) or below lr."""
+    k = math.floor(math.log10(lr) + 1e-9)
+    ladder = [m * 10.0 ** e for e in (k - 1, k, k + 1) for m in (1, 3)]
+    return min(v for v in ladder if v > lr * 1.01) if up else max(v for v in ladder if v < lr / 1.01)
+
+
 def cmd_select(a):
-    rows = [r for r in sweep_rows([a.pilot]) if r.get("status") in ("steps", "target", "diverged")]
+    rows = [r for r in sweep_rows(a.pilot) if r.get("status") in ("steps", "target", "diverged")]
     for r in rows:
         r["lr"] = r["optimizer.lr"]
     choices, _ = lrsel.select_lr(rows, ["model.heads"], metric="final_loss", direction="min")
     for setting in sorted(choices, key=lambda s: float(s[0])):
         c = choices[setting]
-        lrs = [x.lr for x in c.candidates]
-        where = "interior" if lrs and c.lr not in (lrs[0], lrs[-1]) else "EDGE"
-        print(f"{setting[0]} {c.lr} {where}")
+        lrs = sorted(float(x.lr) for x in c.candidates)
+        lr = float(c.lr)
+        if lrs and lrs[0] < lr < lrs[-1]:
+            print(f"{setting[0]} {c.lr} interior")
+        else:
+            print(f"{setting[0]} {c.lr} EDGE {half_decade(lr, up=lr >= lrs[-1]):g}")
 
 
 # ---- analyse ----
@@ -276,7 +287,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("select")
-    s.add_argument("pilot")
+    s.add_argument("pilot", nargs="+")
     s = sub.add_parser("analyse")
     s.add_argument("sweeps", nargs="+")
     s.add_argument("--out", required=True)

@@ -4,7 +4,7 @@
 #
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
+# NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
 #   (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -82,6 +82,17 @@ induction() {
   sweep experiments/induction/sweep.yaml induction "${q[@]}"
   score "$o/runs.csv" $runs/induction -- --heads "$o/heads.csv"
   $py $S/induction.py $runs/induction "$o/runs.csv" "$o/heads.csv" "$o" --qkv "$qkv" > "$o/results.md"
+}
+
+# Each head alone and random sets of heads against the labelled ones
+# (experiments/induction_ablation/README.md).
+induction_ablation() {
+  local o; o=$(out_dir induction_ablation); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set train.eval_every=50)
+  sweep experiments/induction_ablation/sweep.yaml induction_ablation "${q[@]}"
+  score "$o/runs.csv" $runs/induction_ablation
+  [ -d $runs/induction_ablation ] || { echo "run.sh: no sweep in $runs/induction_ablation: results.md kept" >&2; return 0; }
+  $py $S/induction_ablation.py $runs/induction_ablation --out "$o" --qkv "$qkv" > "$o/results.md"
 }
 
 dk_width() {
@@ -170,6 +181,20 @@ scale() {
     $py $S/scale.py variance "$o/init_variance.csv" "${arms[@]}" --sweeps "$runs/scale" --out "$o/variance.png" \
         --out-end "$o/variance_end.png"
   } > "$o/results.md"
+}
+
+# The exact reparameterisation control (experiments/scale_exact/README.md): scaled, exact and
+# init-only at d_k 512, one lr, 10 seeds, a fixed budget; scored at the last checkpoint.
+scale_exact() {
+  local o; o=$(out_dir scale_exact); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100)
+  local arm
+  for arm in scaled exact init; do
+    sweep experiments/scale_exact/$arm.yaml scale_exact/$arm "${q[@]}"
+    score "$o/$arm.csv" $runs/scale_exact/$arm -- --label arm=$arm --checkpoint last.h5
+  done
+  [ -d $runs/scale_exact/scaled ] || { echo "run.sh: no sweeps in $runs/scale_exact: results.md kept" >&2; return 0; }
+  $py $S/scale.py exact "$o"/{scaled,exact,init}.csv --sweeps $runs/scale_exact > "$o/results.md"
 }
 
 heads() {
@@ -328,15 +353,34 @@ grokking() {
 # pilot_then_main NAME STEPS WARMUP: the lr pilot of experiments/NAME/pilot.yaml on its tuning seeds,
 # then each head count of main.yaml at the lr its pilot chose (an lr at an edge of the grid is
 # reported: the grid must be extended); prints the sweep directories of the reported runs.
+# The pilot's sweep directories: its grid, then one per extension of the grid.
+pilot_dirs() {
+  echo "$runs/$1/pilot"
+  [ -d "$runs/$1/pilot_ext" ] && find "$runs/$1/pilot_ext" -mindepth 1 -maxdepth 1 -type d | sort
+  return 0
+}
+# pilot_then_main NAME QUICK_STEPS QUICK_WARMUP: the lr pilot (tuning seeds), the grid extended by a
+# half-decade beyond any edge lr (up to twice: an lr still at the edge is reported as such), then
+# the main sweep of each head count at its lr; prints the main sweep directories.
 pilot_then_main() {
-  local name=$1 q=() h lr where
+  local name=$1 q=() h lr where next round edges
   [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
   sweep experiments/$name/pilot.yaml $name/pilot "${q[@]}" >&2
-  while read -r h lr where; do
-    [ "$where" = EDGE ] && echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
+  for round in 1 2; do
+    edges=0
+    while read -r h lr where next; do
+      [ "$where" = EDGE ] || continue
+      edges=1
+      echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extending it to $next" >&2
+      sweep experiments/$name/pilot.yaml $name/pilot_ext/h${h}_lr$next --grid model.heads=$h --grid optimizer.lr=$next "${q[@]}" >&2
+    done < <($py $S/roles.py select $(pilot_dirs $name))
+    [ $edges = 0 ] && break
+  done
+  while read -r h lr where next; do
+    [ "$where" = EDGE ] && echo "run.sh: $name: h = $h still chooses an edge lr ($lr) after two extensions" >&2
     sweep experiments/$name/main.yaml $name/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}" >&2
     echo "$runs/$name/main/h$h"
-  done < <($py $S/roles.py select $runs/$name/pilot)
+  done < <($py $S/roles.py select $(pilot_dirs $name))
 }
 
 # Who and what heads (experiments/roles/README.md): role scores, head similarity and single-head
@@ -344,7 +388,7 @@ pilot_then_main() {
 roles() {
   local o; o=$(out_dir roles); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
-  $py $S/roles.py select $runs/roles/pilot > "$o/lr.txt"
+  $py $S/roles.py select $(pilot_dirs roles) > "$o/lr.txt"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
 }
@@ -354,7 +398,7 @@ roles() {
 lm_heads() {
   local o; o=$(out_dir lm_heads); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main lm_heads 200 20)
-  $py $S/roles.py select $runs/lm_heads/pilot > "$o/lr.txt"
+  $py $S/roles.py select $(pilot_dirs lm_heads) > "$o/lr.txt"
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" > "$o/results.md"
