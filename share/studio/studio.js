@@ -59,8 +59,8 @@ const WORDS = {
     heldout_off: 'Held-out metrics are off: they need the model’s data, {why}.',
     heldout_wait: 'Held-out metrics: computing…',
     sw_on: 'on', sw_off: 'removed', head: 'head', layer: 'layer',
-    step_where: 'head {l}.{h}, query {i} “{t}”',
-    intro_textbook: 'The textbook example: in 猫喜欢追逐老鼠 (“the cat likes to chase mice”), the query of 追 (“chase”) asks who chases, and what. Follow it through one head — scores → softmax → weighted sum — with this model’s own numbers. Click another head or token to follow those.',
+    step_where: 'head {l}.{h}, the query at position {i}, “{t}”',
+    intro_textbook: 'The textbook example: in 猫喜欢追逐老鼠 (“the cat likes to chase mice”), the query of 追 (“chase”) asks who chases, and what. Of this model’s heads, {h} answers most: it puts {p}% of 追’s weight on 猫, 老 and 鼠. Follow it — scores → softmax → weighted sum — with the model’s own numbers; click another head or token to follow those.',
     intro: 'Pick a head (a square on the left) and a query token: below is how the head computes that query’s output, with the model’s own numbers.',
     s1: 'The query vector q', s1_text: 'q = W_q x + b_q, {d} numbers (blue: positive, orange: negative).',
     s2: 'Every key k_j, and the scores s_j = q · k_j',
@@ -125,8 +125,8 @@ const WORDS = {
     heldout_off: '留出集指标用不了：需要模型的数据，{why}。',
     heldout_wait: '留出集指标：正在算……',
     sw_on: '开着', sw_off: '已去掉', head: '头', layer: '层',
-    step_where: '第 {l} 层第 {h} 个头，查询是第 {i} 个词元“{t}”',
-    intro_textbook: '课本上的例子：“猫喜欢追逐老鼠”里，“追”的查询在问：谁在追？追的是什么？下面用这个模型自己的数字走一遍：打分 → softmax → 加权求和。点别的头或者别的字，就换成跟着它们走。',
+    step_where: '头 {l}.{h}，查询是位置 {i} 上的“{t}”',
+    intro_textbook: '课本上的例子：“猫喜欢追逐老鼠”里，“追”的查询在问：谁在追？追的是什么？这个模型的所有头里，{h} 回答得最明白：“追”的权重有 {p}% 落在“猫”“老”“鼠”上。下面就用模型自己的数字跟着它走一遍：打分 → softmax → 加权求和。点别的头或者别的字，就换成跟着它们走。',
     intro: '在左边选一个头（一个方块），再选一个查询词元：下面就是这个头怎么算出这个查询的输出，用的都是模型自己的数字。',
     s1: '查询向量 q', s1_text: 'q = W_q x + b_q，一共 {d} 个数（蓝色是正数，橙色是负数）。',
     s2: '每个键向量 k_j，和打分 s_j = q · k_j',
@@ -167,7 +167,7 @@ const S = {
   seq: 0, want: null, inflight: false, pending: false, drawnSeq: 0, result: null, inputError: '',
   explain: null, explainSeq: 0, heldout: null, heldoutSeq: 0, heldoutNote: '',
   timings: { latency: null, server: null, history: [] },
-  patch: { seq: 0, result: null, error: '', sel: null, timer: null },
+  patch: { seq: 0, result: null, error: '', sel: null },
   runInfo: null, runVersion: null, snap: null, snapIndex: -1, snapSeq: 0, curves: null,
 };
 
@@ -306,7 +306,7 @@ function chooseModel(i) {
   S.info = S.models[i];
   $('model').value = String(i);
   const info = S.info, sug = info.suggestion || {};
-  S.masks = [], S.ablated = [], S.explain = null, S.result = null, S.heldout = null;
+  S.masks = [], S.ablated = [], S.explain = null, S.result = null, S.heldout = null, S.textbookHead = null;
   S.patch.result = null, S.patch.error = '', S.patch.sel = null;
   if (sug.text != null) {
     S.input = { mode: 'text', text: sug.text, example: 0 };
@@ -322,7 +322,7 @@ function chooseModel(i) {
   const ps = info.patch || {};
   $('clean').value = ps.clean || '';
   $('corrupt').value = ps.corrupt || '';
-  $('p-position').value = '', $('p-answer').value = '', $('p-wrong').value = '';
+  $('p-position').value = '', $('p-answer').value = ps.answer || '', $('p-wrong').value = ps.wrong || '';
   $('text').value = S.input.mode === 'example' ? '' : S.input.text;
   $('example').value = String(S.input.example);
   $('example').max = String(Math.max(0, info.examples - 1));
@@ -387,6 +387,11 @@ async function runAnalyze() {
   const req = S.want;
   let input;
   try { input = inputBody(); } catch (e) { showInputError(e.message); S.drawnSeq = req.seq; return; }
+  if (input.text !== undefined && !input.text.trim() || input.ids !== undefined && !input.ids.length) {
+    showInputError('');  // nothing typed yet: nothing to ask
+    S.drawnSeq = Math.max(S.drawnSeq, req.seq);
+    return;
+  }
   S.inflight = true;
   const body = { model: S.mi, input, top_k: 5 };
   const ab = ablateBody();
@@ -397,9 +402,11 @@ async function runAnalyze() {
     showInputError('');
     S.result = r.data;
     S.result.seq = req.seq;
+    S.result.input = input;  // what explain() asks about: the input these tokens are of
     S.timings.server = r.data.ms;
     const T = r.data.tokens.length;
     S.masks = S.masks.filter((p) => p < T);
+    if (S.textbook && !S.textbookHead) pickTextbookHead();
     renderTokens();
     renderGrid();
     renderAnswer();
@@ -492,6 +499,22 @@ function renderGrid() {
     cell.querySelector('canvas').title = layer.name + ' ' + t('head') + ' ' + h;
   }
   $('restore').disabled = S.ablated.length === 0;
+}
+// The textbook's question, asked of this model: of all heads, which one's query 追 puts the most
+// weight on 猫 (the chaser) and 老鼠 (the chased)? The walk-through starts there.
+function pickTextbookHead() {
+  const R = S.result, q = 3, keys = [0, 5, 6];
+  if (R.tokens.slice(0, 7).join('') !== '猫喜欢追逐老鼠') return;
+  let best = null;
+  R.layers.forEach((layer, l) => layer.weights.forEach((b64, h) => {
+    const w = floats(b64), Tk = layer.key_tokens.length;
+    if (layer.query_tokens.length <= q) return;
+    const share = keys.reduce((a, j) => a + (j < Tk ? w[q * Tk + j] : 0), 0);
+    if (!best || share > best.share) best = { l, h, share };
+  }));
+  if (!best) return;
+  S.sel = { layer: best.l, head: best.h, query: q };
+  S.textbookHead = best;
 }
 function selectHead(l, h) {
   S.sel.layer = l, S.sel.head = h;
@@ -625,11 +648,11 @@ async function explain() {
   const layer = R.layers[S.sel.layer];
   if (!layer) return;
   if (S.sel.head >= layer.weights.length) S.sel.head = 0;
-  S.sel.query = Math.min(S.sel.query, layer.query_tokens.length - 1);
-  let input;
-  try { input = inputBody(); } catch (e) { return; }
+  // The query chosen stays chosen while the input is shorter (as it is while a sentence is typed).
+  const query = Math.min(S.sel.query, layer.query_tokens.length - 1);
+  const input = R.input;
   const seq = ++S.explainSeq;
-  const body = { model: S.mi, input, query: { layer: S.sel.layer, head: S.sel.head, position: S.sel.query } };
+  const body = { model: S.mi, input, query: { layer: S.sel.layer, head: S.sel.head, position: query } };
   const ab = ablateBody();
   if (ab) body.ablate = ab;
   const r = await api('/api/explain', body);
@@ -649,7 +672,9 @@ function cellText(tr, text, value, cls) {
 function renderSteps() {
   const E = S.explain, body = $('step-body'), qbox = $('queries');
   body.textContent = '', qbox.textContent = '';
-  $('step-intro').textContent = S.textbook ? t('intro_textbook') : t('intro');
+  const tb = S.textbookHead;
+  $('step-intro').textContent = S.textbook && tb && E && E.layer_index === tb.l && E.head === tb.h && E.query === 3
+    ? t('intro_textbook', { h: tb.l + '.' + tb.h, p: (100 * tb.share).toFixed(0) }) : t('intro');
   if (!E) { $('step-where').textContent = ''; return; }
   $('step-where').textContent = t('step_where', { l: E.layer_index, h: E.head, i: E.query, t: shown(E.query_tokens[E.query]) });
   E.query_tokens.forEach((tok, i) => {
@@ -690,7 +715,7 @@ function renderSteps() {
   const wrap = el('div', 'tablewrap');
   const table = el('table', 'kt');
   const head = el('tr');
-  for (const k of ['th_key', 'th_tok', 'th_k', 'th_s', 'th_a', 'th_e', 'th_w', 'th_wv']) head.appendChild(el('th', null, t(k)));
+  for (const k of ['th_key', 'th_tok', 'th_k', 'th_s', 'th_a', 'th_e', 'th_w', '', 'th_wv']) head.appendChild(el('th', null, k ? t(k) : ''));
   const thead = el('thead');
   thead.appendChild(head);
   table.appendChild(thead);
@@ -710,11 +735,11 @@ function renderSteps() {
     cellText(tr, k.raw.toFixed(4), k.raw, 'raw');
     cellText(tr, k.masked ? '−∞' : k.scaled.toFixed(4), k.masked ? '-inf' : k.scaled, 'scaled');
     cellText(tr, k.masked ? '0' : expo[j].toFixed(4), expo[j], 'exp');
-    const wtd = cellText(tr, k.weight.toFixed(4), k.weight, 'weight');
-    const wb = el('span', 'wbar');
+    cellText(tr, k.weight.toFixed(4), k.weight, 'weight');
+    const wtd = el('td', 'bars'), wb = el('span', 'wbar');
     wb.style.width = Math.round(60 * k.weight / wmax) + 'px';
-    wb.style.marginLeft = '6px';
     wtd.appendChild(wb);
+    tr.appendChild(wtd);
     const vb = el('td', 'bars');
     if (!k.masked) vb.appendChild(bars(wv[j], Math.min(140, Math.max(60, 3 * Dv)), 18, vmax));
     tr.appendChild(vb);
@@ -821,10 +846,6 @@ function renderPatch() {
       c: fmt(P.clean_p_answer), r: hd.restored == null ? '–' : hd.restored.toFixed(3) });
   }
 }
-function schedulePatch() {
-  clearTimeout(S.patch.timer);
-  S.patch.timer = setTimeout(runPatch, 250);
-}
 
 // ---------------------------------------------------------------- training, live
 async function pollRun() {
@@ -895,7 +916,8 @@ function drawCurves(M) {
   }
   for (let k = 0; k <= 4; k++) {
     const x = x0 + (x1 - x0) * k / 4;
-    ctx.fillText(String(Math.round(x)), X(x) - 8, Hh - 6);
+    const label = String(Math.round(x));
+    ctx.fillText(label, Math.min(W - ctx.measureText(label).width - 2, Math.max(0, X(x) - ctx.measureText(label).width / 2)), Hh - 6);
   }
   const line = (p, colour) => {
     if (!p.length) return;
@@ -965,7 +987,10 @@ function wire() {
     if (S.ablated.length) { analyze(performance.now()); heldout(); }
   });
   $('restore').addEventListener('click', () => { S.ablated = []; analyze(performance.now()); heldout(); });
-  for (const id of ['clean', 'corrupt', 'p-position', 'p-answer', 'p-wrong']) $(id).addEventListener('input', schedulePatch);
+  // Patching runs 2 + L*H forward passes: on the button or Enter, not on every keystroke (a
+  // half-typed pair is rarely of equal lengths).
+  for (const id of ['clean', 'corrupt', 'p-position', 'p-answer', 'p-wrong'])
+    $(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); runPatch(); } });
   $('p-run').addEventListener('click', runPatch);
   $('snap-step').addEventListener('input', () => {
     S.snapIndex = Number($('snap-step').value);

@@ -1,6 +1,7 @@
 // qkv serve: the studio, a local web application over the engine (docs/studio.md). This file is
 // the HTTP side only (cpp-httplib): every request goes to Studio::handle (serve_api.hpp).
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cerrno>
@@ -58,6 +59,15 @@ int serve(const ServeArgs& a) {
     }
 
     httplib::Server server;
+    // httplib's default also sets SO_REUSEPORT, with which a second server binds the same port and
+    // the kernel splits the connections between the two: a port in use must be an error instead.
+    server.set_socket_options([](socket_t sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
+    // The answer is written as headers then body: without TCP_NODELAY the body waits for the
+    // client's delayed acknowledgement (40 ms on Linux) on every request of a kept-alive connection.
+    server.set_tcp_nodelay(true);
     const int port = a.port == 0 ? server.bind_to_any_port(a.host) : server.bind_to_port(a.host, a.port) ? a.port : -1;
     if (port < 0)
       throw io::IoError("cannot listen on " + a.host + " port " + std::to_string(a.port) + " (" + std::strerror(errno) +

@@ -50,11 +50,15 @@ struct Suggestion {
 const Suggestion kSuggestions[] = {
     {"猫喜欢追逐老鼠", 3}, {"the cat likes to chase mice .", 4}, {"我爱吃苹果", 2}, {"i love to eat apples .", 3}};
 
-// The verb hidden, its object changed: 吃 goes with 苹果, 喝 with 牛奶. Which heads carry the object to
-// the verb's position? For decoders, the next character after the first of the object's.
-const std::pair<const char*, const char*> kMaskedPairs[] = {{"我爱[MASK]苹果", "我爱[MASK]牛奶"},
-                                                           {"i love to [MASK] apples .", "i love to [MASK] milk ."}};
-const std::pair<const char*, const char*> kPrefixPairs[] = {{"我爱吃苹", "我爱吃香"}, {"i love to eat", "i love to drink"}};
+// A first pair to patch, with the answer of each: the verb hidden and its object changed (吃 goes
+// with 苹果, 喝 with 牛奶: which heads carry the object to the verb?); for decoders the next
+// character after the first of the object's (苹 -> 果, 香 -> 蕉).
+struct PatchPair {
+  const char *clean, *corrupt, *answer, *wrong;
+};
+const PatchPair kMaskedPairs[] = {{"我爱[MASK]苹果", "我爱[MASK]牛奶", "吃", "喝"},
+                                  {"i love to [MASK] apples .", "i love to [MASK] milk .", "eat", "drink"}};
+const PatchPair kPrefixPairs[] = {{"我爱吃苹", "我爱吃香", "果", "蕉"}, {"i love to eat", "i love to drink", "", ""}};
 
 double elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
@@ -522,17 +526,18 @@ std::string Studio::models_json() {
     // A first pair to patch (kMaskedPairs, kPrefixPairs); for token ids, two held-out examples.
     w.key("patch").open('{');
     if (task.tokenizer()) {
-      const std::pair<const char*, const char*>* pairs = task.masked() ? kMaskedPairs : kPrefixPairs;
-      for (std::size_t k = 0; k < 2; ++k) {
+      for (const PatchPair& pp : task.masked() ? kMaskedPairs : kPrefixPairs) {
         std::string note;
         try {
-          const data::Batch a = text_row(task, pairs[k].first, "patch", data::kMaskText, note);
-          const data::Batch b = text_row(task, pairs[k].second, "patch", data::kMaskText, note);
+          const data::Batch a = text_row(task, pp.clean, "patch", data::kMaskText, note);
+          const data::Batch b = text_row(task, pp.corrupt, "patch", data::kMaskText, note);
           if (a.inputs.shape()[1] != b.inputs.shape()[1]) continue;
+          for (const char* t : {pp.answer, pp.wrong})
+            if (*t) token_class(task, task.num_classes(), t, false, "patch");
         } catch (const ValueError&) {
           continue;
         }
-        w.member("clean", pairs[k].first).member("corrupt", pairs[k].second);
+        w.member("clean", pp.clean).member("corrupt", pp.corrupt).member("answer", pp.answer).member("wrong", pp.wrong);
         break;
       }
     } else if (s.with_data && l.data->eval_set().size() >= 2) {

@@ -101,7 +101,7 @@ TEST_CASE("studio json: strict parsing of requests, with the byte where it fails
   CHECK(app::json::base64_floats(std::vector<float>{1.0f}.data(), 1) == "AACAPw==");
 }
 
-TEST_CASE("studio: the page, its assets and the models are served; unknown pages and methods are refused") {
+TEST_CASE("studio: the page, its assets and the models are served, unknown pages and methods refused") {
   app::Studio s = fuzz::make_studio();
   const app::StudioResponse page = get(s, "/");
   CHECK(page.status == 200);
@@ -126,6 +126,7 @@ TEST_CASE("studio: the page, its assets and the models are served; unknown pages
   CHECK(list[0].find("suggestion")->find("text")->text == "猫喜欢追逐老鼠");
   CHECK(list[0].find("suggestion")->find("query")->number == 3);
   CHECK(list[0].find("patch")->find("clean")->text == "我爱[MASK]苹果");
+  CHECK(list[0].find("patch")->find("answer")->text == "吃");
   CHECK(list[1].find("text")->kind == Value::Kind::Bool);
   CHECK(!list[1].find("text")->boolean);
   CHECK(list[1].find("suggestion")->find("example")->number == 0);
@@ -149,7 +150,7 @@ TEST_CASE("studio: the page, its assets and the models are served; unknown pages
   CHECK(error_of(post(s, "/api/reload", "{}"), 400).find("built in memory") != std::string::npos);
 }
 
-TEST_CASE("studio: analyze gives every head's weights, the answer and the loss; explain equals the library's") {
+TEST_CASE("studio: analyze gives every head's weights, the answer and the loss, and the explanation the library gives") {
   app::Studio s = fuzz::make_studio();
   auto models = fuzz::studio_models();
   model::LoadedModel& g = models[0]->loaded;
