@@ -194,16 +194,20 @@ function shown(tok) { return tok === ' ' ? '␣' : tok === '\n' ? '⏎' : tok ==
 async function api(path, body) {
   const opts = body === undefined ? {} : {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
-  let r;
+  const t0 = performance.now();
+  let r, text;
   try {
     r = await fetch(path, opts);
+    text = await r.text();
   } catch (e) {
     return { ok: false, status: 0, error: t('net_error', { e: e.message }) };
   }
+  const t1 = performance.now();
   let data = null;
-  try { data = await r.json(); } catch (e) { data = null; }
-  if (!r.ok) return { ok: false, status: r.status, error: (data && data.error) || ('HTTP ' + r.status) };
-  return { ok: true, status: r.status, data };
+  try { data = JSON.parse(text); } catch (e) { data = null; }
+  const phases = { request_ms: t1 - t0, parse_ms: performance.now() - t1, bytes: text.length };
+  if (!r.ok) return { ok: false, status: r.status, error: (data && data.error) || ('HTTP ' + r.status), phases };
+  return { ok: true, status: r.status, data, phases };
 }
 
 // ---------------------------------------------------------------- colours and drawing
@@ -229,6 +233,26 @@ function floats(b64) {  // base64 of little-endian float32 -> Float32Array
   for (let i = 0; i < out.length; i++) out[i] = dv.getFloat32(4 * i, true);
   return out;
 }
+function bytes(b64) {  // base64 of round(255 w) -> Uint8Array
+  const bin = atob(b64), n = bin.length, out = new Uint8Array(n);
+  for (let i = 0; i < n; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+// A layer's weights of head h as numbers in [0, 1] (uint8 rows are divided by 255).
+function headWeights(layer, h) {
+  if (layer.encoding !== 'uint8') return floats(layer.weights[h]);
+  const b = bytes(layer.weights[h]), w = new Float32Array(b.length);
+  for (let i = 0; i < b.length; i++) w[i] = b[i] / 255;
+  return w;
+}
+function paintBytes(canvas, b, rows, cols) {  // bytes round(255 w) (rows x cols) onto a canvas of that size
+  if (canvas.width !== cols) canvas.width = cols;
+  if (canvas.height !== rows) canvas.height = rows;
+  const ctx = canvas.getContext('2d');
+  const img = ctx.createImageData(cols, rows), px = new Uint32Array(img.data.buffer);
+  for (let i = 0; i < rows * cols; i++) px[i] = LUT[b[i]];
+  ctx.putImageData(img, 0, 0);
+}
 function paint(canvas, w, rows, cols) {  // weights (rows x cols) in [0, 1] onto a canvas of that size
   if (canvas.width !== cols) canvas.width = cols;
   if (canvas.height !== rows) canvas.height = rows;
@@ -237,26 +261,41 @@ function paint(canvas, w, rows, cols) {  // weights (rows x cols) in [0, 1] onto
   for (let i = 0; i < rows * cols; i++) px[i] = LUT[Math.max(0, Math.min(255, Math.round(255 * w[i])))];
   ctx.putImageData(img, 0, 0);
 }
-// A bar for each value (blue positive, orange negative), on a canvas of CSS size w x h.
-function bars(values, w, h, max) {
+// A bar for each value (blue positive, orange negative), on a canvas of CSS size w x h; `later`
+// (a list) defers the drawing: the step-by-step table draws its many small bars in batches.
+function bars(values, w, h, max, later) {
   const c = el('canvas', 'vec');
   const dpr = window.devicePixelRatio || 1;
   c.width = Math.round(w * dpr), c.height = Math.round(h * dpr);
   c.style.width = w + 'px', c.style.height = h + 'px';
-  const ctx = c.getContext('2d');
-  ctx.scale(dpr, dpr);
-  const n = values.length;
-  if (!max) max = Math.max(1e-12, ...values.map(Math.abs));
-  const bw = w / n, mid = h / 2;
-  ctx.fillStyle = '#dfe4ea';
-  ctx.fillRect(0, mid - 0.5, w, 1);
-  for (let i = 0; i < n; i++) {
-    const v = values[i] / max, bh = Math.max(0.5, Math.abs(v) * (mid - 1));
-    ctx.fillStyle = v >= 0 ? '#2563eb' : '#ea7a3b';
-    ctx.fillRect(i * bw + (bw > 3 ? 0.5 : 0), v >= 0 ? mid - bh : mid, Math.max(1, bw - (bw > 3 ? 1 : 0)), bh);
-  }
-  c.title = values.map((x) => x.toFixed(3)).join(' ');
+  const draw = () => {
+    const ctx = c.getContext('2d');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    const n = values.length;
+    let m = max;
+    if (!m) { m = 1e-12; for (const v of values) m = Math.max(m, Math.abs(v)); }
+    const bw = w / n, mid = h / 2;
+    ctx.fillStyle = '#dfe4ea';
+    ctx.fillRect(0, mid - 0.5, w, 1);
+    for (let i = 0; i < n; i++) {
+      const v = values[i] / m, bh = Math.max(0.5, Math.abs(v) * (mid - 1));
+      ctx.fillStyle = v >= 0 ? '#2563eb' : '#ea7a3b';
+      ctx.fillRect(i * bw + (bw > 3 ? 0.5 : 0), v >= 0 ? mid - bh : mid, Math.max(1, bw - (bw > 3 ? 1 : 0)), bh);
+    }
+  };
+  if (later) later.push(draw); else draw();
   return c;
+}
+// Run the deferred drawings a batch per task, so that a keystroke is never kept waiting behind
+// them; a newer rendering (token changed) abandons the rest.
+function drawLater(jobs, token) {
+  const batch = () => {
+    if (S.stepsToken !== token) return;
+    const end = performance.now() + 6;
+    while (jobs.length && performance.now() < end) jobs.shift()();
+    if (jobs.length) setTimeout(batch, 0);
+  };
+  setTimeout(batch, 0);
 }
 
 // ---------------------------------------------------------------- language and tabs
@@ -379,6 +418,7 @@ function ablateBody() { return S.ablated.length ? { heads: S.ablated.map((x) => 
 // A keystroke (or any change) asks for a new analysis; while one is in flight, only the newest
 // waiting change is sent after it: the page never queues stale inputs.
 function analyze(t0) {
+  clearTimeout(S.explainTimer);
   S.want = { seq: ++S.seq, t0 };
   if (S.inflight) { S.pending = true; return; }
   runAnalyze();
@@ -393,7 +433,7 @@ async function runAnalyze() {
     return;
   }
   S.inflight = true;
-  const body = { model: S.mi, input, top_k: 5 };
+  const body = { model: S.mi, input, top_k: 5, weights: 'uint8' };
   const ab = ablateBody();
   if (ab) body.ablate = ab;
   const r = await api('/api/analyze', body);
@@ -404,6 +444,7 @@ async function runAnalyze() {
     S.result.seq = req.seq;
     S.result.input = input;  // what explain() asks about: the input these tokens are of
     S.timings.server = r.data.ms;
+    const td = performance.now();
     const T = r.data.tokens.length;
     S.masks = S.masks.filter((p) => p < T);
     if (S.textbook && !S.textbookHead) pickTextbookHead();
@@ -411,6 +452,7 @@ async function runAnalyze() {
     renderGrid();
     renderAnswer();
     renderInputChrome();
+    S.timings.phases = Object.assign({ draw_ms: performance.now() - td, server_ms: r.data.ms }, r.phases);
     requestAnimationFrame(() => {
       const ms = performance.now() - req.t0;
       S.timings.latency = ms;
@@ -419,7 +461,10 @@ async function runAnalyze() {
       S.drawnSeq = Math.max(S.drawnSeq, req.seq);
       renderFoot();
     });
-    explain();
+    // The explanation follows once typing pauses: a newer input's analysis cancels it, so the grid
+    // is never kept waiting behind the step-by-step view.
+    clearTimeout(S.explainTimer);
+    if (!S.pending) S.explainTimer = setTimeout(explain, 120);
   } else {
     showInputError(r.error);
     S.drawnSeq = Math.max(S.drawnSeq, req.seq);
@@ -494,8 +539,9 @@ function renderGrid() {
     sw.textContent = off ? t('sw_off') : t('sw_on');
     sw.title = (off ? '↺ ' : '✕ ') + l + '.' + h;
     if (h >= layer.weights.length) { cell.style.visibility = 'hidden'; continue; }
-    const w = floats(layer.weights[h]);
-    paint(cell.querySelector('canvas'), w, layer.query_tokens.length, layer.key_tokens.length);
+    const cv = cell.querySelector('canvas');
+    if (layer.encoding === 'uint8') paintBytes(cv, bytes(layer.weights[h]), layer.query_tokens.length, layer.key_tokens.length);
+    else paint(cv, floats(layer.weights[h]), layer.query_tokens.length, layer.key_tokens.length);
     cell.querySelector('canvas').title = layer.name + ' ' + t('head') + ' ' + h;
   }
   $('restore').disabled = S.ablated.length === 0;
@@ -507,7 +553,7 @@ function pickTextbookHead() {
   if (R.tokens.slice(0, 7).join('') !== '猫喜欢追逐老鼠') return;
   let best = null;
   R.layers.forEach((layer, l) => layer.weights.forEach((b64, h) => {
-    const w = floats(b64), Tk = layer.key_tokens.length;
+    const w = headWeights(layer, h), Tk = layer.key_tokens.length;
     if (layer.query_tokens.length <= q) return;
     const share = keys.reduce((a, j) => a + (j < Tk ? w[q * Tk + j] : 0), 0);
     if (!best || share > best.share) best = { l, h, share };
@@ -660,7 +706,9 @@ async function explain() {
   S.explain = r.ok ? r.data.explain : null;
   if (S.explain) S.explain.seq = seq;
   if (!r.ok) showInputError(r.error);
+  const ts = performance.now();
   renderSteps();
+  S.timings.steps_ms = performance.now() - ts;
   if (!H.ready) H.ready = true;
 }
 function cellText(tr, text, value, cls) {
@@ -671,6 +719,7 @@ function cellText(tr, text, value, cls) {
 }
 function renderSteps() {
   const E = S.explain, body = $('step-body'), qbox = $('queries');
+  const token = S.stepsToken = (S.stepsToken || 0) + 1, later = [];
   body.textContent = '', qbox.textContent = '';
   const tb = S.textbookHead;
   $('step-intro').textContent = S.textbook && tb && E && E.layer_index === tb.l && E.head === tb.h && E.query === 3
@@ -699,7 +748,9 @@ function renderSteps() {
   };
   // 1. q
   const s1 = step(1, t('s1'), t('s1_text', { d: D }));
-  const qmax = Math.max(1e-12, ...E.q.map(Math.abs), ...E.keys.map((k) => Math.max(...k.k.map(Math.abs))));
+  let qmax = 1e-12;
+  for (const x of E.q) qmax = Math.max(qmax, Math.abs(x));
+  for (const k of E.keys) for (const x of k.k) qmax = Math.max(qmax, Math.abs(x));
   s1.appendChild(bars(E.q, Math.min(520, Math.max(160, 8 * D)), 40, qmax));
   s1.appendChild(el('div', 'formula', '|q| = ' + Math.hypot(...E.q).toFixed(4)));
   // 2-5: one table of the keys: k_j, s_j, a_j, exp, w_j, w_j v_j
@@ -723,14 +774,15 @@ function renderSteps() {
   const wmax = Math.max(1e-12, ...live.map((k) => k.weight));
   const top = live.length ? live.reduce((a, b) => (b.weight > a.weight ? b : a)) : null;
   const wv = E.keys.map((k) => k.v.map((x) => x * k.weight));
-  const vmax = Math.max(1e-12, ...wv.map((v) => Math.max(...v.map(Math.abs))));
+  let vmax = 1e-12;
+  for (const v of wv) for (const x of v) vmax = Math.max(vmax, Math.abs(x));
   E.keys.forEach((k, j) => {
     const tr = el('tr', (k.masked ? 'masked' : '') + (top && k.key === top.key ? ' top' : ''));
     tr.dataset.key = j;
     cellText(tr, String(j));
     cellText(tr, shown(E.key_tokens[j]), undefined, 'tk');
     const kb = el('td', 'bars');
-    kb.appendChild(bars(k.k, Math.min(140, Math.max(60, 3 * D)), 18, qmax));
+    kb.appendChild(bars(k.k, Math.min(140, Math.max(60, 3 * D)), 18, qmax, later));
     tr.appendChild(kb);
     cellText(tr, k.raw.toFixed(4), k.raw, 'raw');
     cellText(tr, k.masked ? '−∞' : k.scaled.toFixed(4), k.masked ? '-inf' : k.scaled, 'scaled');
@@ -741,7 +793,7 @@ function renderSteps() {
     wtd.appendChild(wb);
     tr.appendChild(wtd);
     const vb = el('td', 'bars');
-    if (!k.masked) vb.appendChild(bars(wv[j], Math.min(140, Math.max(60, 3 * Dv)), 18, vmax));
+    if (!k.masked) vb.appendChild(bars(wv[j], Math.min(140, Math.max(60, 3 * Dv)), 18, vmax, later));
     tr.appendChild(vb);
     tbody.appendChild(tr);
   });
@@ -760,6 +812,7 @@ function renderSteps() {
     removed ? t('check_removed', { what: t(S.mode === 'mean' ? 'what_mean' : 'what_zero') })
       : t('check', { a: E.weight_error.toExponential(1), b: E.output_error.toExponential(1) }));
   s6.appendChild(chk);
+  drawLater(later, token);
 }
 
 // ---------------------------------------------------------------- patching
@@ -1009,7 +1062,7 @@ Object.assign(H, {
     sel: Object.assign({}, S.sel), explainSeq: S.explainSeq,
     explain: S.explain ? { layer: S.explain.layer_index, head: S.explain.head, query: S.explain.query } : null,
     heldout: S.heldout, patch: S.patch.result ? S.patch.result.patching : null, patchError: S.patch.error,
-    inputError: S.inputError, timings: { latency: S.timings.latency, server: S.timings.server,
+    inputError: S.inputError, timings: { latency: S.timings.latency, server: S.timings.server, phases: S.timings.phases, steps_ms: S.timings.steps_ms,
       history: S.timings.history.slice() },
     snap: S.snap ? { step: S.snap.step, index: S.snap.index } : null, runVersion: S.runVersion, errors: H.errors.slice(),
   }),

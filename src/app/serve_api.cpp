@@ -199,24 +199,36 @@ void write_strings(Writer& w, const std::vector<std::string>& xs) {
   w.close(']');
 }
 
-// softmax(z[0..C)) into p (double).
-void softmax_row(const float* z, std::size_t C, std::vector<double>& p) {
-  const double top = *std::max_element(z, z + C);
-  double sum = 0;
-  p.resize(C);
-  for (std::size_t c = 0; c < C; ++c) sum += p[c] = std::exp(double(z[c]) - top);
-  for (double& x : p) x /= sum;
+// The log of softmax's denominator at every position of logits (1, T, C), in double:
+// p(c at t) = exp(z[t, c] - lse[t]). One pass of exponentials per position serves the
+// predictions' probabilities, the loss and the top tokens.
+std::vector<double> log_sum_exp(const Array<float>& logits) {
+  const std::size_t T = logits.shape()[1], C = logits.shape()[2];
+  std::vector<double> lse(T);
+  for (std::size_t t = 0; t < T; ++t) {
+    const float* z = logits.data() + t * C;
+    const double top = *std::max_element(z, z + C);
+    double sum = 0;
+    for (std::size_t c = 0; c < C; ++c) sum += std::exp(double(z[c]) - top);
+    lse[t] = top + std::log(sum);
+  }
+  return lse;
 }
 
-void write_top(Writer& w, const data::Task& task, const std::vector<double>& p, std::size_t k) {
-  std::vector<std::size_t> order(p.size());
-  for (std::size_t c = 0; c < order.size(); ++c) order[c] = c;
-  k = std::min(k, order.size());
+// The k most likely classes at position t (ties by id), with their probabilities.
+void write_top(Writer& w, const data::Task& task, const Array<float>& logits, const std::vector<double>& lse,
+               std::size_t t, std::size_t k) {
+  const std::size_t C = logits.shape()[2];
+  const float* z = logits.data() + t * C;
+  std::vector<std::size_t> order(C);
+  for (std::size_t c = 0; c < C; ++c) order[c] = c;
+  k = std::min(k, C);
   std::partial_sort(order.begin(), order.begin() + long(k), order.end(),
-                    [&](std::size_t a, std::size_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+                    [&](std::size_t a, std::size_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
   w.open('[');
   for (std::size_t r = 0; r < k; ++r)
-    w.open('{').member("id", order[r]).member("token", class_label(task, Index(order[r]))).member("p", p[order[r]]).close('}');
+    w.open('{').member("id", order[r]).member("token", class_label(task, Index(order[r])))
+        .member("p", std::exp(double(z[order[r]]) - lse[t])).close('}');
   w.close(']');
 }
 
@@ -226,21 +238,21 @@ struct Score {
   double loss = 0, accuracy = 0;
   std::size_t scored = 0;
 };
-Score score_row(model::TaskModel& m, const data::Batch& row, const Array<float>& logits) {
+Score score_row(const data::Batch& row, const Array<float>& logits, const IndexArray& predicted, const std::vector<double>& lse) {
   const std::size_t T = logits.shape()[1], C = logits.shape()[2];
-  const IndexArray predicted = m.predict(row, logits);
-  std::vector<double> p;
   Score s;
   std::size_t right = 0;
   for (std::size_t t = 0; t < T; ++t) {
     const Index target = row.targets(0, t);
     if (target == data::kIgnore || target < 0 || std::size_t(target) >= C) continue;
-    softmax_row(logits.data() + t * C, C, p);
-    s.loss -= std::log(std::max(p[std::size_t(target)], 1e-300));
+    s.loss += lse[t] - double(logits.data()[t * C + std::size_t(target)]);
     ++s.scored, right += predicted(0, t) == target;
   }
   if (s.scored) s.loss /= double(s.scored), s.accuracy = double(right) / double(s.scored);
   return s;
+}
+Score score_row(model::TaskModel& m, const data::Batch& row, const Array<float>& logits) {
+  return score_row(row, logits, m.predict(row, logits), log_sum_exp(logits));
 }
 
 void write_score(Writer& w, const Score& s) {
@@ -256,19 +268,19 @@ void write_answer(Writer& w, model::TaskModel& m, const data::Task& task, const 
                   std::size_t top_k) {
   const std::size_t T = logits.shape()[1], C = logits.shape()[2];
   const IndexArray predicted = m.predict(row, logits);
+  const std::vector<double> lse = log_sum_exp(logits);
   const Index mask = task.mask_token();
   const bool masked = mask >= 0, next = m.decoder() != nullptr;
-  std::vector<double> p;
+  auto p = [&](std::size_t t, Index c) { return std::exp(double(logits.data()[t * C + std::size_t(c)]) - lse[t]); };
   w.key("answer").open('{').member("kind", masked ? "fill" : next ? "next" : "labels");
   w.key("positions").open('[');
   for (std::size_t t = 0; t < T; ++t) {
-    softmax_row(logits.data() + t * C, C, p);
     const Index pred = predicted(0, t), target = row.targets(0, t);
     w.open('{').member("position", t).member("prediction", std::int64_t(pred)).member("token", class_label(task, pred));
-    w.member("p", p[std::size_t(pred)]);
+    w.member("p", p(t, pred));
     if (target != data::kIgnore && target >= 0 && std::size_t(target) < C) {
       w.member("target", std::int64_t(target)).member("target_token", class_label(task, target));
-      w.member("p_target", p[std::size_t(target)]).member("right", pred == target);
+      w.member("p_target", p(t, target)).member("right", pred == target);
     }
     w.close('}');
   }
@@ -277,21 +289,19 @@ void write_answer(Writer& w, model::TaskModel& m, const data::Task& task, const 
     w.key("fills").open('[');
     for (std::size_t t = 0; t < std::min<std::size_t>(T, row.inputs.shape()[1]); ++t) {
       if (row.inputs(0, t) != mask) continue;
-      softmax_row(logits.data() + t * C, C, p);
       w.open('{').member("position", t).key("top");
-      write_top(w, task, p, top_k);
+      write_top(w, task, logits, lse, t, top_k);
       w.close('}');
     }
     w.close(']');
   }
   if (next) {
-    softmax_row(logits.data() + (T - 1) * C, C, p);
     w.key("next").open('{').member("position", T - 1).key("top");
-    write_top(w, task, p, top_k);
+    write_top(w, task, logits, lse, T - 1, top_k);
     w.close('}');
   }
   w.close('}');
-  write_score(w, score_row(m, row, logits));
+  write_score(w, score_row(row, logits, predicted, lse));
 }
 
 void write_metrics(Writer& w, const model::EvalMetrics& e) {
@@ -561,7 +571,7 @@ std::string Studio::analyze(const std::string& body, bool explain_only) {
   const auto start = std::chrono::steady_clock::now();
   const Value v = json::parse(body);
   Fields f(v, "", explain_only ? std::vector<std::string>{"model", "input", "ablate", "query"}
-                               : std::vector<std::string>{"model", "input", "ablate", "query", "top_k"});
+                               : std::vector<std::string>{"model", "input", "ablate", "query", "top_k", "weights"});
   ServedModel& s = *models_[model_index(f, models_.size())];
   std::lock_guard<std::mutex> lock(s.mutex);
   model::TaskModel& m = *s.loaded.model;
@@ -573,12 +583,30 @@ std::string Studio::analyze(const std::string& body, bool explain_only) {
   if (const Value* k = f.get("top_k")) top_k = json::whole(*k, "top_k", 1, kMaxTopK);
   std::optional<Query> query;
   if (const Value* q = f.get("query")) query = read_query(m, in.row, *q, "query");
+  // float32: the weights exactly as the model computed them; uint8: round(255 w), as the viewer
+  // stores them, a quarter of the bytes (what the page draws its grid from).
+  bool bytes = false;
+  if (const Value* wt = f.get("weights")) {
+    const std::string& kind = json::string(*wt, "weights", 64);
+    if (kind != "float32" && kind != "uint8")
+      throw RequestError("weights: expected float32 or uint8, found '" + kind + "'");
+    bytes = kind == "uint8";
+  }
   if (explain_only && !query) throw RequestError("query: required (layer, head and position)");
 
   NoGradGuard no_grad;
   nn::EvalGuard<float> eval(m.module());
-  std::optional<Array<float>> intact;
-  if (!explain_only && !ab.heads.empty()) intact = m.logits(in.row).value();
+  std::optional<Score> intact;
+  if (!explain_only && !ab.heads.empty()) {
+    std::string key;
+    for (const IndexArray* a : {&in.row.inputs, &in.row.targets, &in.row.decoder_inputs})
+      key.append(reinterpret_cast<const char*>(a->data()), a->size() * sizeof(Index)).push_back('|');
+    if (key != s.intact_key) {
+      const Score sc = score_row(m, in.row, m.logits(in.row).value());
+      s.intact_key = key, s.intact_score = {sc.loss, sc.accuracy, double(sc.scored)};
+    }
+    intact = Score{s.intact_score[0], s.intact_score[1], std::size_t(s.intact_score[2])};
+  }
   interp::HeadAblation ablation(m, ab.heads, ab.heads.empty() ? interp::AblationMode::Zero : ab.mode,
                                 s.means ? &*s.means : nullptr);
   Writer w;
@@ -604,15 +632,18 @@ std::string Studio::analyze(const std::string& body, bool explain_only) {
       write_strings(w, interp::token_labels(task, *queries, 0));
       w.key("key_tokens");
       write_strings(w, interp::token_labels(task, *keys, 0));
-      w.key("weights").open('[');
-      for (std::size_t h = 0; h < H; ++h) w.value(json::base64_floats(pattern.data() + h * Tq * Tk, Tq * Tk));
+      w.member("encoding", bytes ? "uint8" : "float32").key("weights").open('[');
+      for (std::size_t h = 0; h < H; ++h) {
+        const float* p = pattern.data() + h * Tq * Tk;
+        w.value(bytes ? json::base64_bytes(p, Tq * Tk) : json::base64_floats(p, Tq * Tk));
+      }
       w.close(']').close('}');
     }
     w.close(']');
     write_answer(w, m, task, in.row, logits, top_k);
     if (intact) {  // what the removed heads cost on this input
       w.key("intact").open('{');
-      write_score(w, score_row(m, in.row, *intact));
+      write_score(w, *intact);
       w.close('}');
     }
   }
@@ -719,6 +750,7 @@ std::string Studio::reload(const std::string& body) {
     s.with_data = fresh->with_data, s.data_note = fresh->data_note;
     s.means.reset();
     s.intact_heldout.clear();
+    s.intact_key.clear();
   }
   Writer w;
   w.open('{').member("reloaded", path).close('}');

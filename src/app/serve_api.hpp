@@ -59,6 +59,10 @@ struct ServedModel {
   std::string data_note;   ///< why not, when not ("" otherwise)
   std::optional<std::vector<Array<float>>> means;  ///< mean ablation: head_means of the validation set, made on first use
   std::map<std::size_t, model::EvalMetrics> intact_heldout;  ///< by number of test examples
+  /// The intact model's loss, accuracy and scored positions on the last input analysed with heads
+  /// removed, and that input's tokens and targets: toggling heads on one input runs it once.
+  std::string intact_key;
+  std::vector<double> intact_score;
 };
 
 /// Load the checkpoint at `path` to serve it: with its data (the held-out sets) when the corpus

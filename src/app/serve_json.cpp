@@ -1,5 +1,6 @@
 #include "serve_json.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -441,6 +442,13 @@ std::string base64_floats(const float* values, std::size_t n) {
     for (int k = 0; k < 4; ++k) raw[4 * i + std::size_t(k)] = char((u >> (8 * k)) & 0xFF);
   }
   return interp::base64(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+}
+
+std::string base64_bytes(const float* weights, std::size_t n) {
+  std::string raw(n, '\0');
+  for (std::size_t i = 0; i < n; ++i)
+    raw[i] = char(static_cast<unsigned char>(std::lround(255.0 * std::min(1.0, std::max(0.0, double(weights[i]))))));
+  return interp::base64(reinterpret_cast<const unsigned char*>(raw.data()), n);
 }
 
 }  // namespace qkv::app::json

@@ -168,7 +168,11 @@ TEST_CASE("studio: analyze gives every head's weights, the answer and the loss, 
   CHECK(layers[0].find("name")->text == "blocks.0.attn");
   CHECK(layers[0].find("kind")->text == "self");
   REQUIRE(layers[0].find("weights")->items.size() == 2);
+  CHECK(layers[0].find("encoding")->text == "float32");
   CHECK(layers[0].find("weights")->items[0].text.size() == (8 * 8 * 4 + 2) / 3 * 4);  // 64 float32 in base64
+  const Value u8 = app::json::parse(post(s, "/api/analyze", R"({"input": {"text": "猫喜欢追逐老鼠"}, "weights": "uint8"})").body);
+  CHECK(u8.find("layers")->items[0].find("encoding")->text == "uint8");
+  CHECK(u8.find("layers")->items[0].find("weights")->items[0].text.size() == (8 * 8 + 2) / 3 * 4);  // 64 bytes
   const Value& answer = *v.find("answer");
   CHECK(answer.find("kind")->text == "fill");
   REQUIRE(answer.find("fills")->items.size() == 1);
@@ -218,7 +222,7 @@ TEST_CASE("studio: bad requests get 400 (or 413, 415) naming the field, expected
     return error_of(post(s, path, body), status);
   };
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"inptu\": 1}") ==
-        "inptu: unknown field; did you mean 'input'? (the body may have model, input, ablate, query, top_k)");
+        "inptu: unknown field; did you mean 'input'? (the body may have model, input, ablate, query, top_k, weights)");
   CHECK(bad("[1]") == "the body: expected an object, found an array of 1");
   CHECK(bad("{}") == "input: required (an object with text, ids or example)");
   CHECK(bad("{\"input\": {}}") == "input: give exactly one of text, ids or example; found none");
@@ -244,6 +248,7 @@ TEST_CASE("studio: bad requests get 400 (or 413, 415) naming the field, expected
         "query.position: expected a whole number in [0, 0], found 2");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"query\": {\"layer\": 0}}") == "query.head: required (a whole number)");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"top_k\": 0}") == "top_k: expected a whole number in [1, 50], found 0");
+  CHECK(bad("{\"input\": {\"text\": \"我\"}, \"weights\": \"f16\"}") == "weights: expected float32 or uint8, found 'f16'");
   CHECK(bad("{\"input\": {\"text\": \"我\"}}", 400, "/api/explain") == "query: required (layer, head and position)");
   CHECK(bad("{\"input\"") .find("body: ") == 0);
   CHECK(error_of(post(s, "/api/analyze", "{}", "text/plain"), 415) ==
