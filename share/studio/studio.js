@@ -335,7 +335,11 @@ async function loadModels() {
   S.run = r.data.run;
   const sel = $('model');
   sel.textContent = '';
-  S.models.forEach((m, i) => sel.appendChild(el('option', null, m.path + ' (' + m.task + ')')).setAttribute('value', i));
+  S.models.forEach((m, i) => {  // the run's folder and the file name; the whole path on hover
+    const o = sel.appendChild(el('option', null, m.path.split('/').slice(-2).join('/') + ' (' + m.task + ')'));
+    o.value = String(i);
+    o.title = m.path;
+  });
   sel.disabled = S.models.length < 2;
   chooseModel(0);
   if (S.run) pollRun();

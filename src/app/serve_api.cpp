@@ -45,10 +45,13 @@ constexpr std::size_t kMaxMetricsBytes = 32 << 20;
 // 猫喜欢追逐老鼠 looks for who chases and what. The first one the model can read is suggested.
 struct Suggestion {
   const char* text;
-  std::size_t query;
+  std::size_t query;  // 追, chase, 吃, eat
+  data::TokenizerKind tokenizer;
 };
-const Suggestion kSuggestions[] = {
-    {"猫喜欢追逐老鼠", 3}, {"the cat likes to chase mice .", 4}, {"我爱吃苹果", 2}, {"i love to eat apples .", 3}};
+const Suggestion kSuggestions[] = {{"猫喜欢追逐老鼠", 3, data::TokenizerKind::Char},
+                                   {"我爱吃苹果", 2, data::TokenizerKind::Char},
+                                   {"the cat likes to chase mice .", 4, data::TokenizerKind::Word},
+                                   {"i love to eat apples .", 3, data::TokenizerKind::Word}};
 
 // A first pair to patch, with the answer of each: the verb hidden and its object changed (吃 goes
 // with 苹果, 喝 with 牛奶: which heads carry the object to the verb?); for decoders the next
@@ -521,6 +524,7 @@ std::string Studio::models_json() {
     bool found = false;
     if (task.tokenizer())
       for (const Suggestion& sg : kSuggestions) {
+        if (sg.tokenizer != task.tokenizer()->kind()) continue;
         try {
           std::string note;
           text_row(task, sg.text, "suggestion", data::kMaskText, note);

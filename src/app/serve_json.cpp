@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "../interp/json.hpp"  // the library writes JSON with it (a private header of src/interp)
 #include "qkv/interp/viewer.hpp"
 
 namespace qkv::app::json {
@@ -336,27 +337,8 @@ bool boolean(const Value& v, const std::string& path) {
   return v.boolean;
 }
 
-std::string quote(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += char(c);
-    } else if (c == '/' && i > 0 && s[i - 1] == '<') {
-      out += "\\/";
-    } else if (c < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      out += b;
-    } else {
-      out += char(c);
-    }
-  }
-  return out + '"';
-}
+// The library's writer (the viewer's and the instruments' JSON): one escaping everywhere.
+std::string quote(std::string_view s) { return interp::json_string(std::string(s)); }
 
 std::string number(double x) {
   if (!std::isfinite(x)) return "null";

@@ -77,8 +77,9 @@ const std::string& string(const Value& v, const std::string& path, std::size_t m
 const std::vector<Value>& array(const Value& v, const std::string& path, std::size_t max_items);
 bool boolean(const Value& v, const std::string& path);
 
-/// A JSON string literal of UTF-8 text: quotes, backslashes and control characters escaped, and
-/// "</" written "<\/" (the answers may be pasted into a page).
+/// A JSON string literal of UTF-8 text, as the library writes them (interp::json_string): quotes,
+/// backslashes and control characters escaped, "</" and "<!--" written so that the text may sit in
+/// an HTML <script> element.
 std::string quote(std::string_view s);
 /// Shortest text that reads back as the same double (%.17g at most); null for NaN and infinities.
 std::string number(double x);

@@ -43,17 +43,6 @@ spec.loader.exec_module(bt)
 TEXTBOOK = "猫喜欢追逐老鼠"
 
 
-class Check:
-    def __init__(self):
-        self.failed = []
-
-    def __call__(self, name, ok, detail=""):
-        print(f"  {'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail != "" else ""), flush=True)
-        if not ok:
-            self.failed.append(name)
-        return ok
-
-
 def close(a, b, tol=1e-9):
     return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
 
@@ -330,7 +319,7 @@ def main():
         return 1
     if a.shots:
         a.shots.mkdir(parents=True, exist_ok=True)
-    check = Check()
+    check = su.Checks()
     t0 = time.monotonic()
     try:
         run(a, check)

@@ -16,6 +16,19 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 QUICK = ["--set", "schedule.warmup_steps=5", "--set", "train.threads=1", "--quiet", "--overwrite"]
 
 
+class Checks:
+    """Named checks printed as they are made; `failed` lists the names of those that failed."""
+
+    def __init__(self):
+        self.failed = []
+
+    def __call__(self, name, ok, detail=""):
+        print(f"  {'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail != "" else ""), flush=True)
+        if not ok:
+            self.failed.append(name)
+        return ok
+
+
 def train(qkv, config, out, steps, *extra):
     """Train `config` for `steps` steps into `out` (a run directory); returns out/best.h5."""
     args = [qkv, "train", str(ROOT / "configs" / config), "--out", str(out), "--set", f"train.steps={steps}",

@@ -22,14 +22,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import studio_util as su  # noqa: E402
 
-failures = []
-
-
-def check(name, ok, detail=""):
-    print(f"  {'ok  ' if ok else 'FAIL'} {name}" + (f": {detail}" if detail != "" else ""), flush=True)
-    if not ok:
-        failures.append(name)
-    return ok
+check = su.Checks()
+failures = check.failed
 
 
 def strip_ms(v):
