@@ -52,6 +52,7 @@ def save(page, path, height=None, colours=128):
 
 def settle(page, seconds=0.6):
     st.wait_drawn(page)
+    st.wait_explained(page)
     page.b.pump(seconds)
 
 

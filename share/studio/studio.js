@@ -708,7 +708,7 @@ async function explain() {
   const r = await api('/api/explain', body);
   if (seq !== S.explainSeq) return;
   S.explain = r.ok ? r.data.explain : null;
-  if (S.explain) S.explain.seq = seq;
+  if (S.explain) S.explain.seq = seq, S.explain.forSeq = R.seq;
   if (!r.ok) showInputError(r.error);
   const ts = performance.now();
   renderSteps();
@@ -1065,6 +1065,7 @@ Object.assign(H, {
     answer: S.result ? S.result.answer : null, ablated: S.ablated.map((x) => x.slice()), mode: S.mode,
     sel: Object.assign({}, S.sel), explainSeq: S.explainSeq,
     explain: S.explain ? { layer: S.explain.layer_index, head: S.explain.head, query: S.explain.query } : null,
+    resultSeq: S.result ? S.result.seq : 0, explainFor: S.explain ? S.explain.forSeq : 0,
     heldout: S.heldout, patch: S.patch.result ? S.patch.result.patching : null, patchError: S.patch.error,
     inputError: S.inputError, timings: { latency: S.timings.latency, server: S.timings.server, phases: S.timings.phases, steps_ms: S.timings.steps_ms,
       history: S.timings.history.slice() },

@@ -153,17 +153,32 @@ Input read_input(const ServedModel& s, const Value& v, const std::string& path) 
 struct Ablation {
   std::vector<interp::HeadRef> heads;
   interp::AblationMode mode = interp::AblationMode::Zero;
+  std::shared_ptr<const std::vector<Array<float>>> means;  // mean ablation with heads removed
 };
 
-Ablation read_ablation(ServedModel& s, const Fields& top) {
+// The means of mean ablation, made once on the batch instance as qkv ablate makes them (over the
+// validation set). The caller holds batch_mutex.
+std::shared_ptr<const std::vector<Array<float>>> means_locked(ServedModel& s) {
+  {
+    std::lock_guard<std::mutex> lock(s.means_mutex);
+    if (s.means) return s.means;
+  }
+  auto m = std::make_shared<const std::vector<Array<float>>>(interp::head_means(*s.batch, s.loaded.data->eval_set()));
+  std::lock_guard<std::mutex> lock(s.means_mutex);
+  return s.means = m;
+}
+
+// ablate: {"heads": [[L, H], ...], "mode": "zero" | "mean"}, for model `m` (one of s's instances,
+// whose lock the caller holds: batch_mutex when `batch_locked`, else mutex).
+Ablation read_ablation(ServedModel& s, model::TaskModel& m, const Fields& top, bool batch_locked) {
   Ablation a;
   const Value* v = top.get("ablate");
   if (!v) return a;
   const std::string path = top.path("ablate");
   Fields f(*v, path, {"heads", "mode"});
-  if (const Value* m = f.get("mode"))
-    a.mode = interp::ablation_mode_names().parse(json::string(*m, f.path("mode"), 64), f.path("mode"));
-  const auto per_layer = interp::heads_per_layer(*s.loaded.model);
+  if (const Value* md = f.get("mode"))
+    a.mode = interp::ablation_mode_names().parse(json::string(*md, f.path("mode"), 64), f.path("mode"));
+  const auto per_layer = interp::heads_per_layer(m);
   if (const Value* h = f.get("heads")) {
     std::size_t total = 0;
     for (std::size_t n : per_layer) total += n;
@@ -184,7 +199,12 @@ Ablation read_ablation(ServedModel& s, const Fields& top) {
     if (!s.with_data)
       throw RequestError(f.path("mode") + ": mean ablation replaces a head by its mean output over the validation set, "
                          "which needs the model's data, " + s.data_note);
-    if (!s.means) s.means = interp::head_means(*s.loaded.model, s.loaded.data->eval_set());
+    if (batch_locked) {
+      a.means = means_locked(s);
+    } else {
+      std::lock_guard<std::mutex> batch(s.batch_mutex);
+      a.means = means_locked(s);
+    }
   }
   return a;
 }
@@ -348,25 +368,30 @@ StudioResponse error_response(int status, const std::string& message) {
 
 }  // namespace
 
-std::unique_ptr<ServedModel> load_served(const std::string& path, bool want_data) {
+std::unique_ptr<ServedModel> serve_model(model::LoadedModel loaded, std::string data_note) {
   auto s = std::make_unique<ServedModel>();
-  if (want_data) {
-    try {
-      s->loaded = load(path, {}, true);
-      s->with_data = true;
-    } catch (const config::ConfigError&) {
-      throw;
-    } catch (const std::exception& e) {
-      // A text model whose corpus is not on this machine still reads typed text.
-      s->loaded = load(path, {}, false);
-      s->data_note = std::string("which could not be loaded (") + e.what() + ")";
-    }
-  } else {
-    s->loaded = load(path, {}, false);
-    s->data_note = "which was not loaded";
-  }
-  if (s->with_data && !s->loaded.data) s->with_data = false, s->data_note = "which the task does not have";
+  s->loaded = std::move(loaded);
+  s->with_data = s->loaded.data != nullptr;
+  s->data_note = s->with_data ? "" : data_note.empty() ? "which the task does not have" : std::move(data_note);
+  if (s->with_data) s->loaded.data->test_set();
+  Generator gen(0);
+  s->batch = model::make_model(s->loaded.cfg, *s->loaded.task, gen);
+  s->batch->module().load_state_dict(s->loaded.model->module().state_dict());
+  s->batch->module().eval();
+  s->loaded.model->module().eval();
   return s;
+}
+
+std::unique_ptr<ServedModel> load_served(const std::string& path, bool want_data) {
+  if (!want_data) return serve_model(load(path, {}, false), "which was not loaded");
+  try {
+    return serve_model(load(path, {}, true));
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A text model whose corpus is not on this machine still reads typed text.
+    return serve_model(load(path, {}, false), std::string("which could not be loaded (") + e.what() + ")");
+  }
 }
 
 Index token_class(const data::Task& task, std::size_t classes, const std::string& token, bool ids, const std::string& what) {
@@ -582,7 +607,7 @@ std::string Studio::analyze(const std::string& body, bool explain_only) {
   const data::Task& task = *s.loaded.task;
   if (!f.get("input")) throw RequestError("input: required (an object with text, ids or example)");
   const Input in = read_input(s, *f.get("input"), "input");
-  const Ablation ab = read_ablation(s, f);
+  const Ablation ab = read_ablation(s, m, f, false);
   std::size_t top_k = 5;
   if (const Value* k = f.get("top_k")) top_k = json::whole(*k, "top_k", 1, kMaxTopK);
   std::optional<Query> query;
@@ -611,8 +636,7 @@ std::string Studio::analyze(const std::string& body, bool explain_only) {
     }
     intact = Score{s.intact_score[0], s.intact_score[1], std::size_t(s.intact_score[2])};
   }
-  interp::HeadAblation ablation(m, ab.heads, ab.heads.empty() ? interp::AblationMode::Zero : ab.mode,
-                                s.means ? &*s.means : nullptr);
+  interp::HeadAblation ablation(m, ab.heads, ab.heads.empty() ? interp::AblationMode::Zero : ab.mode, ab.means.get());
   Writer w;
   w.open('{');
   if (!explain_only) {
@@ -669,19 +693,19 @@ std::string Studio::heldout(const std::string& body) {
   const Value v = json::parse(body);
   Fields f(v, "", {"model", "ablate", "examples"});
   ServedModel& s = *models_[model_index(f, models_.size())];
-  std::lock_guard<std::mutex> lock(s.mutex);
+  // On the batch instance: typing on this model goes on meanwhile.
+  std::lock_guard<std::mutex> lock(s.batch_mutex);
+  const Ablation ab = read_ablation(s, *s.batch, f, true);
   if (!s.with_data) throw RequestError("held-out metrics need the model's test split, " + s.data_note);
   const data::Batch& test_set = s.loaded.data->test_set();
   if (test_set.size() == 0) throw RequestError("the model's test split is empty");
   std::size_t n = std::min<std::size_t>(64, test_set.size());
   if (const Value* e = f.get("examples")) n = json::whole(*e, "examples", 1, std::min(kMaxHeldout, test_set.size()));
-  const Ablation ab = read_ablation(s, f);
   // As `qkv ablate CKPT --heads ... --examples N`: the first N test examples.
   const data::Batch test = data::rows(test_set, 0, n);
-  const auto* means = s.means ? &*s.means : nullptr;
   auto cached = s.intact_heldout.find(n);
   if (cached == s.intact_heldout.end())
-    cached = s.intact_heldout.emplace(n, interp::ablated_metrics(*s.loaded.model, test, {}, interp::AblationMode::Zero, nullptr)).first;
+    cached = s.intact_heldout.emplace(n, interp::ablated_metrics(*s.batch, test, {}, interp::AblationMode::Zero, nullptr)).first;
   Writer w;
   w.open('{').member("examples", n);
   write_ablation(w, ab);
@@ -689,7 +713,7 @@ std::string Studio::heldout(const std::string& body) {
   write_metrics(w, cached->second);
   w.key("with_ablation");
   if (ab.heads.empty()) w.null();
-  else write_metrics(w, interp::ablated_metrics(*s.loaded.model, test, ab.heads, ab.mode, means));
+  else write_metrics(w, interp::ablated_metrics(*s.batch, test, ab.heads, ab.mode, ab.means.get()));
   w.member("ms", elapsed_ms(start));
   w.close('}');
   return w.take();
@@ -750,7 +774,10 @@ std::string Studio::reload(const std::string& body) {
   std::unique_ptr<ServedModel> fresh = load_served(path, data);
   {
     std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<std::mutex> batch(s.batch_mutex);
+    std::lock_guard<std::mutex> means(s.means_mutex);
     s.loaded = std::move(fresh->loaded);
+    s.batch = std::move(fresh->batch);
     s.with_data = fresh->with_data, s.data_note = fresh->data_note;
     s.means.reset();
     s.intact_heldout.clear();

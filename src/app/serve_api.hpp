@@ -4,9 +4,11 @@
 // target (tests/fuzz/fuzz_serve.cpp) call Studio::handle directly.
 //
 // Concurrency: a model's hooks are state of its modules (an ablation or a recording hook is added
-// for one request and removed after it), so each served checkpoint has a mutex and runs one
-// request at a time; requests on different checkpoints, and the assets and the run's files, run
-// in parallel. The memory pool is thread-safe and the tape is per thread.
+// for one request and removed after it), so a model instance runs one request at a time, under its
+// mutex. Each checkpoint is served by two instances of its weights (ServedModel): one for the
+// interactive requests, one for the slow held-out work, so that typing never waits behind a
+// held-out evaluation. Requests on different checkpoints, the assets and the run's files run in
+// parallel. The memory pool is thread-safe and the tape is per thread.
 
 #include <cstdint>
 #include <map>
@@ -51,19 +53,31 @@ struct StudioOptions {
 };
 
 /// A checkpoint as the studio serves it: the model, its data when it could be had, and what
-/// held-out work is cached.
+/// held-out work is cached. Two instances of the weights: `loaded.model` answers the interactive
+/// requests (analyze, explain, patch) under `mutex`; `batch` does the slow held-out work (held-out
+/// metrics, the means of mean ablation) under `batch_mutex`, so that typing never waits behind it.
+/// Locks are taken in the order mutex, batch_mutex, means_mutex.
 struct ServedModel {
-  std::mutex mutex;  ///< held while the model runs: its hooks are per-call state of its modules
+  std::mutex mutex;  ///< held while loaded.model runs: its hooks are per-call state of its modules
   model::LoadedModel loaded;
+  std::mutex batch_mutex;  ///< held while `batch` runs
+  std::unique_ptr<model::TaskModel> batch;
   bool with_data = false;  ///< held-out examples, mean ablation and held-out metrics available
   std::string data_note;   ///< why not, when not ("" otherwise)
-  std::optional<std::vector<Array<float>>> means;  ///< mean ablation: head_means of the validation set, made on first use
-  std::map<std::size_t, model::EvalMetrics> intact_heldout;  ///< by number of test examples
+  std::map<std::size_t, model::EvalMetrics> intact_heldout;  ///< by number of test examples (batch_mutex)
   /// The intact model's loss, accuracy and scored positions on the last input analysed with heads
-  /// removed, and that input's tokens and targets: toggling heads on one input runs it once.
+  /// removed, and that input's tokens and targets: toggling heads on one input runs it once (mutex).
   std::string intact_key;
   std::vector<double> intact_score;
+  std::mutex means_mutex;
+  /// Mean ablation: head_means of the validation set, made on first use (means_mutex).
+  std::shared_ptr<const std::vector<Array<float>>> means;
 };
+
+/// A loaded model ready to serve: its batch instance made (the same weights), its test split made
+/// (once, here, not lazily by concurrent requests). `data_note` says why there is no data, when
+/// loaded.data is null.
+std::unique_ptr<ServedModel> serve_model(model::LoadedModel loaded, std::string data_note = "");
 
 /// Load the checkpoint at `path` to serve it: with its data (the held-out sets) when the corpus
 /// can be read, else without it (data_note says why). Throws what loading throws otherwise.

@@ -25,15 +25,13 @@ namespace qkv::fuzz {
 
 /// A model served from memory: the config `overrides`, weights from seed 1, with its data.
 inline std::unique_ptr<app::ServedModel> memory_model(const std::vector<std::string>& overrides) {
-  auto s = std::make_unique<app::ServedModel>();
-  s->loaded.cfg = config::parse_config("{}", "studio-test.yaml", overrides);
-  s->loaded.task = data::make_task(s->loaded.cfg.task);
+  model::LoadedModel l;
+  l.cfg = config::parse_config("{}", "studio-test.yaml", overrides);
+  l.task = data::make_task(l.cfg.task);
   Generator gen(1);
-  s->loaded.model = model::make_model(s->loaded.cfg, *s->loaded.task, gen);
-  s->loaded.model->module().eval();
-  s->loaded.data = std::make_unique<data::Dataset>(s->loaded.task, 7, s->loaded.cfg.task.eval_size);
-  s->with_data = true;
-  return s;
+  l.model = model::make_model(l.cfg, *l.task, gen);
+  l.data = std::make_unique<data::Dataset>(l.task, 7, l.cfg.task.eval_size);
+  return app::serve_model(std::move(l));
 }
 
 /// Two small models: a masked encoder of the Chinese grammar (text, masks) and a sort encoder (ids).

@@ -81,6 +81,12 @@ def wait_drawn(page, timeout=30):
     return page.wait_for("(() => { const s = qkvStudio.state(); return s.drawnSeq === s.seq && !s.inflight; })()", timeout)
 
 
+def wait_explained(page, timeout=30):
+    """Until the step-by-step view shows the input the grid shows (it follows 120 ms after typing)."""
+    return page.wait_for("(() => { const s = qkvStudio.state(); return s.drawnSeq === s.seq && s.explain && "
+                         "s.explainFor === s.resultSeq; })()", timeout)
+
+
 def wait_explain(page, layer, head, query, timeout=30):
     want = json.dumps({"layer": layer, "head": head, "query": query}, separators=(",", ":"))
     return page.wait_for(f"JSON.stringify(qkvStudio.state().explain) === {json.dumps(want)} && "
@@ -166,6 +172,7 @@ def run(a, check):
         check("grid: one canvas per head",
               page.eval("document.querySelectorAll('#grid .cell canvas').length") == 2 * 4)
         # click query 吃 (2) with the mouse
+        check("the step-by-step view follows the typed sentence", wait_explained(page))
         click(page, "#queries .tok[data-i='2']")
         layer, head = page.eval("qkvStudio.state().sel.layer"), page.eval("qkvStudio.state().sel.head")
         check("clicking a query token explains it", wait_explain(page, layer, head, 2))

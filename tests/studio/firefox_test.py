@@ -266,6 +266,7 @@ def main():
             check("typed with real keys: the grid shows the sentence",
                   ff.wait_for(f"qkvStudio.state().tokens && qkvStudio.state().tokens.join('') === '我爱吃苹果。' && {drawn}"),
                   "".join(ff.eval("qkvStudio.state().tokens") or []))
+            ff.wait_for("(() => { const s = qkvStudio.state(); return s.explain && s.explainFor === s.resultSeq; })()")
             ff.click("#queries .tok[data-i='2']")
             check("a clicked query is explained",
                   ff.wait_for("qkvStudio.state().explain && qkvStudio.state().explain.query === 2 && "
