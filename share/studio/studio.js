@@ -821,6 +821,8 @@ function renderSteps() {
 
 // ---------------------------------------------------------------- patching
 function patchInput(text) {
+  const ex = /^\s*example\s+(\d+)\s*$/i.exec(text);  // a held-out example (encoder-decoder models take only those)
+  if (ex) return { example: Number(ex[1]) };
   if (idsMode()) {
     const parts = text.split(/[\s,]+/).filter((x) => x);
     for (const p of parts) if (!/^\d+$/.test(p)) throw new Error(t('ids_bad', { x: p }));

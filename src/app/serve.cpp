@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +45,9 @@ std::string httplib_error(int status) {
 int serve(const ServeArgs& a) {
   return guarded([&] {
     set_num_threads(a.threads > 0 ? a.threads : 1);
+    // A client that goes away mid-answer must not end the server (cpp-httplib sends with
+    // MSG_NOSIGNAL on Linux; this covers any other write).
+    std::signal(SIGPIPE, SIG_IGN);
     if (!a.run.empty() && !std::filesystem::is_directory(a.run))
       throw ValueError("--run " + a.run + ": not a directory (give the run directory of a qkv train, e.g. runs/induction)");
     std::vector<std::unique_ptr<ServedModel>> models;

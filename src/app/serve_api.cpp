@@ -579,6 +579,8 @@ std::string Studio::models_json() {
         w.member("clean", pp.clean).member("corrupt", pp.corrupt).member("answer", pp.answer).member("wrong", pp.wrong);
         break;
       }
+    } else if (s.with_data && l.data->eval_set().size() >= 2 && task.seq2seq()) {
+      w.member("clean", "example 0").member("corrupt", "example 1");  // a source and a target: examples only
     } else if (s.with_data && l.data->eval_set().size() >= 2) {
       for (std::size_t e = 0; e < 2; ++e) {
         const IndexArray& in = l.data->eval_set().inputs;
