@@ -118,8 +118,18 @@ def page_side(server, text, keys):
                 st = page.eval("qkvStudio.state()")
                 inpage.append(st["timings"]["latency"])
                 sizes.append(len(st["tokens"]))
+        # head toggles: the real mouse on each head's switch, twice (off, then on again)
+        toggles = []
+        for rep in range(2):
+            for l in range(3):
+                for h in range(4):
+                    b = page.eval(f"qkvStudio.box(\"#grid .cell[data-layer='{l}'][data-head='{h}'] .sw\")")
+                    seq = page.eval("qkvStudio.state().seq")
+                    page.click(b["x"] + b["w"] / 2, b["y"] + b["h"] / 2)
+                    page.wait_for(f"qkvStudio.state().seq > {seq} && {drawn}", 30)
+                    toggles.append(page.eval("qkvStudio.state().timings.latency"))
         errors = page.page_errors()
-        return inpage, cdp, heads, sorted(set(sizes)), errors
+        return inpage, cdp, heads, sorted(set(sizes)), errors, toggles
     finally:
         page.close()
         browser.close()
@@ -187,12 +197,14 @@ def main():
                   "answer's 5 most likely tokens at 64 positions, the explanation with every q, k and v)."]
         print("\n".join(lines), flush=True)
 
-        inpage, cdp, heads, sizes, errors = page_side(server, text, a.keys)
+        inpage, cdp, heads, sizes, errors, toggles = page_side(server, text, a.keys)
         page_lines = ["", f"## Page (headless Chromium, {heads} heads at {sizes} tokens)", "",
                       "| keystroke to redrawn grid | ms |", "|---|---|",
                       f"| in the page: the input event's time to the frame after the grid is drawn | {summary(inpage)} |",
                       f"| over the DevTools protocol: the command sent to the page reporting it drawn (includes "
-                      f"polling) | {summary(cdp)} |"]
+                      f"polling) | {summary(cdp)} |",
+                      f"| a head's switch clicked to the frame after the grid is drawn (24 clicks: every head off, "
+                      f"then on again) | {summary(toggles)} |"]
         if errors:
             page_lines.append(f"\nErrors from the page: {errors[:3]}")
         print("\n".join(page_lines), flush=True)
