@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 CONFIG ?= configs/sort.yaml
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build train test test-torch asan package bench experiments experiments-quick fuzz clean
+.PHONY: all deps build train test tour test-torch asan package bench experiments experiments-quick fuzz clean
 
 all: build
 
@@ -24,6 +24,11 @@ train: build
 test: build
 	@cd $(BUILD) && { ctest --output-on-failure -j $(JOBS) --output-junit ctest-junit.xml; rc=$$?; \
 	  /usr/bin/python3 $(CURDIR)/tests/suite_summary.py ctest-junit.xml || rc=1; exit $$rc; }
+
+# The guided tour as written: every command, the long trainings included, and every number it
+# quotes checked against the output (make test runs the short ones; about 15 minutes on 2 cores).
+tour: build
+	/usr/bin/python3 tests/tour/test_tour.py --qkv $(BUILD)/qkv --workdir $(BUILD)/tour --long
 
 # The PyTorch bridge, both ways (needs python3-torch: scripts/install-deps.sh --python).
 test-torch: build
@@ -44,27 +49,27 @@ package: deps
 	@cmake -S . -B build-pkg -DCMAKE_BUILD_TYPE=Release -DQKV_NATIVE=OFF -DCMAKE_INSTALL_PREFIX=/usr \
 	  -DQKV_BUILD_TESTS=OFF -DQKV_BUILD_EXAMPLES=OFF >/dev/null
 	@cmake --build build-pkg -j $(JOBS) --target qkv qkv_cli
-	scripts/check_package.sh build-pkg
+	tools/check_package.sh build-pkg
 
 # Google Benchmark micro-benchmarks and the training-step benchmark (build-bench/bench/).
 bench: deps
 	@cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DQKV_BUILD_BENCH=ON -DQKV_BUILD_TESTS=OFF >/dev/null
 	@cmake --build build-bench -j $(JOBS)
 
-# The experiments: the first report (experiments/first-report/, scripts/run_experiments.sh, about 40
-# minutes on 2 cores) and the current one (experiments/README.md, scripts/experiments/run.sh, about
+# The experiments: the first report (experiments/first-report/, tools/run_experiments.sh, about 40
+# minutes on 2 cores) and the current one (experiments/README.md, tools/experiments/run.sh, about
 # 10 hours, an estimate); --quick: a few minutes for the first, about 6 for the second, into runs/ only.
 experiments: build
-	scripts/run_experiments.sh --qkv $(BUILD)/qkv
-	scripts/experiments/run.sh --qkv $(BUILD)/qkv
+	tools/run_experiments.sh --qkv $(BUILD)/qkv
+	tools/experiments/run.sh --qkv $(BUILD)/qkv
 
 experiments-quick: build
-	scripts/run_experiments.sh --quick --qkv $(BUILD)/qkv
-	scripts/experiments/run.sh --quick --qkv $(BUILD)/qkv
+	tools/run_experiments.sh --quick --qkv $(BUILD)/qkv
+	tools/experiments/run.sh --quick --qkv $(BUILD)/qkv
 
 # libFuzzer on the config parser and the checkpoint loader (clang, build-fuzz/), 60 s each.
 fuzz: deps
-	scripts/fuzz.sh 60
+	tools/fuzz.sh 60
 
 clean:
 	rm -rf $(BUILD) build-asan build-bench build-fuzz build-pkg

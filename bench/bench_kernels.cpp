@@ -75,7 +75,7 @@ void gemm_backward_weight_one_call(benchmark::State& s) { gemm_linear(s, 2, true
 
 // rows = B*T, in, out of the workloads' Linear layers: small (2048 rows, 64 <-> 256), medium
 // (4096 rows, 256 <-> 256 and 256 <-> 1024), long (4096 rows, 128 <-> 512); and of the language
-// models of scripts/bench_lm.py: configs/fortunes.yaml (4096 rows, 192 <-> 768) and its 10.8M
+// models of tools/bench_lm.py: configs/fortunes.yaml (4096 rows, 192 <-> 768) and its 10.8M
 // variant (384 <-> 1536).
 void linear_shapes(benchmark::internal::Benchmark* b) {
   for (auto s : std::vector<std::vector<std::int64_t>>{{2048, 64, 64},    {2048, 64, 256},   {2048, 256, 64},

@@ -1,5 +1,5 @@
 // Training-step throughput of nn::EncoderModel on the sort task, the qkv side of
-// scripts/bench_vs_torch.py. One process = one measurement: warm-up steps, then timed steps.
+// tools/bench_vs_torch.py. One process = one measurement: warm-up steps, then timed steps.
 //   build/bench/bench_train --workload medium --threads 2 [--steps 20 --warmup 5 --dropout 0.1]
 // Prints one JSON line: tokens/s over the timed steps, peak RSS, and per-step heap use in steady
 // state: pool requests (tensors, autograd nodes, index arrays, scratch vectors), pool system
@@ -41,7 +41,7 @@ struct Workload {
   const char* name;
   std::size_t vocab, seq, d_model, heads, layers, d_ff, batch;
 };
-// The workloads of docs/performance.md (same table in scripts/bench_vs_torch.py).
+// The workloads of docs/performance.md (same table in tools/bench_vs_torch.py).
 constexpr Workload kWorkloads[] = {
     {"small", 16, 32, 64, 4, 2, 256, 64},
     {"medium", 64, 128, 256, 8, 4, 1024, 32},

@@ -323,7 +323,26 @@ def main(argv):
     except OSError as e:
         print(f"plot_snapshots.py: cannot write {a.out}: {e}", file=sys.stderr)
         return 1
+    print(f"wrote {a.out}")
+    if a.score is not None:
+        summarise(s, a.score)
     return 0
+
+
+def summarise(s, score):
+    """Per layer: the best head's score at the first and the last snapshot, and the first step at
+    which some head of the layer passed the score's label threshold (docs/instruments.md)."""
+    k = s["score_names"].index(score)
+    threshold = 0.4 if score == "induction" else 0.5
+    steps = s["steps"]
+    for l in s["layers"]:
+        best = np.nanmax(l["scores"][:, :, k], axis=1) if np.isfinite(l["scores"][:, :, k]).any() else None
+        if best is None:
+            continue
+        passed = next((int(steps[i]) for i in range(len(steps)) if best[i] >= threshold), None)
+        print(f"layer {l['index']} {l['name']}: best {score} score {best[0]:.2f} at step {int(steps[0])}, "
+              f"{best[-1]:.2f} at step {int(steps[-1])}; "
+              + (f"first >= {threshold} at step {passed}" if passed is not None else f"never >= {threshold}"))
 
 
 if __name__ == "__main__":

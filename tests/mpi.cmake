@@ -3,7 +3,7 @@
 # tests/CMakeLists.txt.
 set(QKV_MPI_TEST_SCRIPT ${CMAKE_CURRENT_SOURCE_DIR}/dist/mpi_test.sh)
 if(QKV_HAVE_MPI)
-  set(QKV_MPI_TESTS equivalence resume checksum kill sweep)
+  set(QKV_MPI_TESTS equivalence masked resume checksum kill sweep)
 else()
   set(QKV_MPI_TESTS nompi)  # the build without MPI refuses to run as one of several processes
 endif()

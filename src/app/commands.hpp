@@ -70,6 +70,7 @@ struct InputChoice {
 
 struct HeadsArgs {
   std::string checkpoint, csv;
+  std::string similarity;  ///< also write every pair of heads' Jensen-Shannon divergence as CSV
   std::size_t examples = 64;
   int threads = 0;
 };
@@ -85,6 +86,7 @@ struct AblateArgs {
   bool prune = false;
   std::size_t step = 1;       ///< heads removed per pruning step
   std::size_t examples = 0;   ///< test examples evaluated; 0 = the whole test set
+  std::string relation;       ///< score only the tokens having this gold relation (grammar); "" = all
   std::string csv, plot;
   int threads = 0;
 };

@@ -63,20 +63,27 @@ int heads(const HeadsArgs& a) {
     if (a.threads > 0) set_num_threads(a.threads);
     if (a.examples == 0) throw ValueError("--examples: expected at least 1 held-out example");
     if (!a.csv.empty()) io::check_output_path(a.csv, {a.checkpoint}, "--csv");
+    if (!a.similarity.empty()) io::check_output_path(a.similarity, {a.checkpoint, a.csv}, "--similarity");
     Loaded l = load(a.checkpoint, {});
     interp::HeadScoreOptions o;
     o.examples = a.examples;
     const data::Batch& test = l.data->test_set();
     const auto scores = interp::head_scores(*l.model, *l.task, test, o);
+    const auto baselines = interp::role_baselines(*l.task, data::rows(test, 0, std::min(a.examples, test.size())));
     std::printf("%s: %s, %zu held-out (test) examples; induction score on %zu random sequences repeated twice\n",
                 a.checkpoint.c_str(), l.task->name().c_str(), std::min(a.examples, test.size()),
                 std::min(a.examples, test.size()));
-    std::printf("%s", interp::format_head_scores(scores).c_str());
-    std::printf("labels: previous-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); "
-                "docs/instruments.md defines each score\n");
+    std::printf("%s", interp::format_head_scores(scores, baselines).c_str());
+    std::printf("labels: %sprevious-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); "
+                "docs/instruments.md defines each score\n",
+                baselines.empty() ? "" : "a relation (role score >= 0.5 and 0.1 above its best fixed offset), else ");
     if (!a.csv.empty()) {
-      io::write_file_atomic(a.csv, interp::head_scores_csv(scores));
+      io::write_file_atomic(a.csv, interp::head_scores_csv(scores, baselines));
       std::printf("wrote %s\n", a.csv.c_str());
+    }
+    if (!a.similarity.empty()) {
+      io::write_file_atomic(a.similarity, interp::head_divergence_csv(*l.model, interp::head_divergence(*l.model, test, a.examples)));
+      std::printf("wrote %s\n", a.similarity.c_str());
     }
     return 0;
   });
@@ -111,7 +118,8 @@ int ablate(const AblateArgs& a) {
     const auto per_layer = interp::heads_per_layer(*l.model);
     std::vector<interp::HeadRef> chosen;
     if (a.has_heads) chosen = interp::parse_heads(a.heads, per_layer);
-    const data::Batch test = test_rows(l, a.examples);
+    const data::Batch test = a.relation.empty() ? test_rows(l, a.examples)
+                                                : interp::restrict_to_relation(*l.task, test_rows(l, a.examples), a.relation);
     const data::Batch& val = l.data->eval_set();
     std::vector<Array<float>> means;
     if (mode == interp::AblationMode::Mean) means = interp::head_means(*l.model, val);

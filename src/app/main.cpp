@@ -226,6 +226,8 @@ int main(int argc, char** argv) {
   auto* heads = instrument("heads", "Pattern scores and labels of every attention head, over held-out examples", hd.checkpoint, hd.threads);
   heads->add_option("--examples", hd.examples, "Held-out (test) examples scored (default 64)")->check(whole_number(1));
   heads->add_option("--csv", hd.csv, "Also write the table as CSV");
+  heads->add_option("--similarity", hd.similarity,
+                    "Also write how alike every two heads of a layer attend (Jensen-Shannon divergence, bits) as CSV");
   heads->callback([&] { status = qkv::app::heads(hd); });
 
   qkv::app::SwapArgs sw;
@@ -243,6 +245,8 @@ int main(int argc, char** argv) {
   ablate->add_flag("--prune", ab.prune, "The pruning curve of Michel et al. (2019): heads removed by least importance");
   ablate->add_option("--step", ab.step, "With --prune: heads removed per step (default 1)")->check(whole_number(1));
   ablate->add_option("--examples", ab.examples, "Test examples evaluated (default: all)")->check(whole_number(1));
+  ablate->add_option("--relation", ab.relation,
+                     "Score only the tokens that have this gold relation, e.g. verb-object for verb->object (grammar models; qkv heads lists them)");
   ablate->add_option("--csv", ab.csv, "Write the table as CSV");
   ablate->add_option("--plot", ab.plot, "With --prune: draw the curve as PNG (matplotlib)");
   ablate->callback([&] {

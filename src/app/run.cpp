@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "qkv/tensor/parallel.hpp"
+
 namespace qkv::app {
 
 SnapshotsDuringTraining::SnapshotsDuringTraining(std::string dir, std::function<void(const std::string&)> note)
@@ -30,7 +32,10 @@ train::Callbacks SnapshotsDuringTraining::callbacks() {
 }
 
 train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
-                              dist::Comm& comm, const std::function<void(const std::string&)>& note) {
+                              dist::Comm& comm, const std::function<void(const std::string&)>& note, int threads) {
+  // The run's thread count (a setting of the process: the library leaves it to its caller).
+  if (threads <= 0) threads = cfg.train.threads;
+  if (threads > 0) set_num_threads(threads);
   if (cfg.train.snapshot_every == 0 || !comm.is_root()) return train::run_training(cfg, options, extra, comm);
   SnapshotsDuringTraining snapshots(options.out.empty() ? cfg.run.out : options.out, note);
   return train::run_training(cfg, options, train::chain(extra, snapshots.callbacks()), comm);

@@ -27,8 +27,10 @@ class SnapshotsDuringTraining {
   std::unique_ptr<interp::SnapshotRecorder> recorder_;
 };
 
-/// train::run_training, with snapshots on the root rank when the config asks for them.
+/// train::run_training, with snapshots on the root rank when the config asks for them, at
+/// `threads` threads, else train.threads when it is > 0 (the process's OpenMP setting; 0 and 0
+/// leave it as it is).
 train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
-                              dist::Comm& comm, const std::function<void(const std::string&)>& note = {});
+                              dist::Comm& comm, const std::function<void(const std::string&)>& note = {}, int threads = 0);
 
 }  // namespace qkv::app

@@ -37,9 +37,8 @@ int train(const TrainArgs& a) {
       probe_checkpoint(a.resume);
     }
     dist::Comm& comm = dist::world();
-    const int threads = a.threads > 0 ? a.threads : cfg.train.threads;
-    if (threads > 0) set_num_threads(threads);
-    else if (comm.local_size() > 1) set_num_threads(std::max(1, num_threads() / comm.local_size()));  // cores are shared
+    int threads = a.threads > 0 ? a.threads : cfg.train.threads;
+    if (threads == 0 && comm.local_size() > 1) threads = std::max(1, num_threads() / comm.local_size());  // cores are shared
 
     train::RunOptions o;
     o.resume = a.resume;
@@ -82,7 +81,7 @@ int train(const TrainArgs& a) {
 
     train::RunResult r;
     try {
-      r = run_training(cfg, o, cb, comm, [&](const std::string& note) { progress.message("qkv: " + note); });
+      r = run_training(cfg, o, cb, comm, [&](const std::string& note) { progress.message("qkv: " + note); }, threads);
     } catch (const train::RanksOutOfSync& e) {
       if (comm.is_root())  // every rank sees the mismatch and stops; one message
         std::fprintf(stderr, "qkv: %s. Stopping without writing the checkpoint; the last one is %s\n", e.what(),

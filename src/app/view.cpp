@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "loaded.hpp"
+#include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/viewer.hpp"
 #include "qkv/tensor/parallel.hpp"
 
@@ -51,6 +52,13 @@ int view(const ViewArgs& a) {
     interp::ViewerContent content;
     content.title = a.checkpoint + " - " + describe_input(a.input);
     content.snapshots = have ? &snapshots : nullptr;
+    // With the data at hand the labels are those of `qkv heads` (the first 64 test examples), so
+    // the page and the table agree; a page of --text shows the scores of that one input.
+    std::vector<interp::HeadScores> scores;
+    if (l.data) {
+      scores = interp::head_scores(*l.model, *l.task, l.data->test_set(), {});
+      content.scores = &scores;
+    }
     try {
       io::write_file_atomic(a.out, interp::viewer_page(interp::viewer_json(*l.model, *l.task, l.cfg.model, row, content)));
     } catch (const ValueError& e) {

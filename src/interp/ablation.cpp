@@ -1,6 +1,7 @@
 #include "qkv/interp/ablation.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -223,6 +224,29 @@ std::vector<PrunePoint> prune_curve(model::TaskModel& model, const data::Batch& 
     for (std::size_t k = 0; k < std::min(step, kept.size()); ++k) removed.push_back(kept[k].second);
     out.push_back({removed, double(removed.size()) / double(total), ablated_metrics(model, eval_batch, removed, mode, means)});
   }
+  return out;
+}
+
+data::Batch restrict_to_relation(const data::Task& task, const data::Batch& batch, const std::string& relation) {
+  const std::vector<std::string>& names = task.relation_names();
+  if (names.empty()) throw ValueError("--relation " + relation + ": task " + task.name() + " has no gold relations (the grammar has)");
+  // "verb->object" needs quotes in a shell ('>' redirects): "verb-object" and "verb_object" name it too.
+  auto letters = [](const std::string& x) {
+    std::string out;
+    for (char c : x)
+      if (std::isalnum(static_cast<unsigned char>(c))) out += c;
+    return out;
+  };
+  const auto it = std::find_if(names.begin(), names.end(), [&](const std::string& n) { return letters(n) == letters(relation); });
+  if (it == names.end())
+    throw ValueError("--relation " + relation + ": not a relation of task " + task.name() + did_you_mean(relation, names) +
+                     " (relations: " + join_names(names) + ")");
+  if (batch.relations.dimension() != 3) throw ValueError("--relation " + relation + ": these examples carry no relations");
+  const std::size_t r = std::size_t(it - names.begin()), B = batch.size(), T = batch.targets.shape()[1];
+  data::Batch out = batch;
+  for (std::size_t b = 0; b < B; ++b)
+    for (std::size_t t = 0; t < T; ++t)
+      if (batch.relations(b, r, t) < 0) out.targets(b, t) = data::kIgnore;
   return out;
 }
 

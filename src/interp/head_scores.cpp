@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <numeric>
 #include <sstream>
 
 #include "qkv/autograd/tape.hpp"
@@ -117,13 +119,78 @@ std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& qu
   return out;
 }
 
-const std::vector<std::string>& score_names() {
-  static const std::vector<std::string> names = {"entropy", "max_weight", "previous_token", "first_token",
-                                                 "self",    "induction",  "retrieval"};
+namespace {
+// The words and relations of `b`, checked against weights of T x T.
+void check_relations(const data::Batch& b, const Dims& d, std::size_t relation) {
+  if (b.words.dimension() != 2 || b.relations.dimension() != 3 || b.words.shape()[0] != d.B || b.words.shape()[1] != d.Tq ||
+      d.Tq != d.Tk || b.relations.shape()[0] != d.B || b.relations.shape()[2] != d.Tq || relation >= b.relations.shape()[1])
+    throw ShapeError("role scores: words " + shape_str(b.words.shape()) + " and relations " + shape_str(b.relations.shape()) +
+                     " must be (B, T) and (B, R > " + std::to_string(relation) + ", T) for the weights " +
+                     shape_str(Shape{d.B, d.H, d.Tq, d.Tk}));
+}
+}  // namespace
+
+std::vector<double> role_scores(const Array<float>& w, const data::Batch& b, std::size_t relation, std::size_t* count) {
+  const Dims d = dims(w);
+  check_relations(b, d, relation);
+  const std::size_t T = d.Tq;
+  std::vector<std::size_t> hits(d.H, 0);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < d.B; ++i)
+    for (std::size_t t = 0; t < T; ++t) {
+      const Index partner = b.relations(i, relation, t);
+      if (partner < 0) continue;
+      ++n;
+      for (std::size_t h = 0; h < d.H; ++h) {
+        const float* p = row(w, d, i, h, t);
+        const std::size_t best = std::size_t(std::max_element(p, p + T) - p);
+        hits[h] += b.words(i, best) == partner;
+      }
+    }
+  if (count) *count = n;
+  std::vector<double> out(d.H, kNaN);
+  if (n)
+    for (std::size_t h = 0; h < d.H; ++h) out[h] = double(hits[h]) / double(n);
+  return out;
+}
+
+OffsetBaseline role_baseline(const data::Batch& b, std::size_t relation) {
+  const std::size_t B = b.words.shape()[0], T = b.words.shape()[1];
+  check_relations(b, Dims{B, 1, T, T}, relation);
+  OffsetBaseline best{0, kNaN, 0};
+  std::vector<std::size_t> hits(2 * T, 0);  // offset o at hits[o + T]
+  for (std::size_t i = 0; i < B; ++i)
+    for (std::size_t t = 0; t < T; ++t) {
+      const Index partner = b.relations(i, relation, t);
+      if (partner < 0) continue;
+      ++best.count;
+      for (std::size_t k = 0; k < T; ++k) hits[k + T - t] += b.words(i, k) == partner;
+    }
+  if (!best.count) return best;
+  best.share = -1;
+  for (std::size_t o = 0; o < 2 * T; ++o) {
+    const double share = double(hits[o]) / double(best.count);
+    if (share > best.share) best.share = share, best.offset = long(o) - long(T);
+  }
+  return best;
+}
+
+std::vector<OffsetBaseline> role_baselines(const data::Task& task, const data::Batch& batch) {
+  std::vector<OffsetBaseline> out;
+  if (batch.relations.dimension() != 3) return out;
+  for (std::size_t r = 0; r < task.relation_names().size(); ++r) out.push_back(role_baseline(batch, r));
+  return out;
+}
+
+std::vector<std::string> score_names(const data::Task* task) {
+  std::vector<std::string> names = {"entropy", "max_weight", "previous_token", "first_token", "self", "induction", "retrieval"};
+  if (task) names.insert(names.end(), task->relation_names().begin(), task->relation_names().end());
   return names;
 }
 
 double score(const HeadScores& s, const std::string& name) {
+  for (auto& [relation, value] : s.roles)
+    if (relation == name) return value;
   if (name == "entropy") return s.entropy;
   if (name == "max_weight") return s.max_weight;
   if (name == "previous_token") return s.previous_token;
@@ -134,7 +201,15 @@ double score(const HeadScores& s, const std::string& name) {
   return kNaN;
 }
 
-std::string head_label(const HeadScores& s, const LabelThresholds& t) {
+std::string head_label(const HeadScores& s, const LabelThresholds& t, const std::vector<double>& baselines) {
+  // A relation first: a head that finds a partner more often than any fixed offset does.
+  std::string role;
+  double lead = t.role_margin;
+  for (std::size_t r = 0; r < s.roles.size() && r < baselines.size(); ++r) {
+    const double x = s.roles[r].second;
+    if (x >= t.role && x - baselines[r] >= lead) lead = x - baselines[r], role = s.roles[r].first;
+  }
+  if (!role.empty()) return role;
   const std::pair<const char*, std::pair<double, double>> candidates[] = {
       {"previous-token", {s.previous_token, t.previous_token}},
       {"first-token", {s.first_token, t.first_token}},
@@ -164,6 +239,10 @@ IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t 
 std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
                                        const data::Batch& batch, const LabelThresholds& thresholds) {
   const bool recall = task.name() == "recall" || task.name() == "mqar" || task.name() == "seq2seq_recall";
+  const std::vector<std::string>& relations = task.relation_names();
+  const bool roles = !relations.empty() && batch.relations.dimension() == 3;
+  std::vector<double> baselines;
+  for (auto& b : role_baselines(task, batch)) baselines.push_back(b.share);
   std::vector<HeadScores> out;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const Array<float>& w = *layers[l].weights;
@@ -178,13 +257,16 @@ std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, 
     } else if (recall) {  // the decoder's queries look up their keys in the source
       retrieval = retrieval_scores(w, batch.decoder_inputs, batch.inputs, batch.targets, false);
     }
+    std::vector<std::vector<double>> role(relations.size());
+    for (std::size_t r = 0; roles && same_sequence && r < relations.size(); ++r) role[r] = role_scores(w, batch, r);
     for (std::size_t h = 0; h < em.size(); ++h) {
       HeadScores s;
       s.layer = layers[l].name, s.layer_index = l, s.head = h, s.kind = layers[l].kind;
       s.entropy = em[h].first, s.max_weight = em[h].second, s.first_token = first[h];
       if (same_sequence) s.previous_token = prev[h], s.self = self[h];
       if (!retrieval.empty()) s.retrieval = retrieval[h];
-      s.label = head_label(s, thresholds);
+      for (std::size_t r = 0; r < relations.size(); ++r) s.roles.emplace_back(relations[r], role[r].empty() ? kNaN : role[r][h]);
+      s.label = head_label(s, thresholds, baselines);
       out.push_back(s);
     }
   }
@@ -222,7 +304,9 @@ std::vector<Array<float>> patterns(model::TaskModel& model, const data::Batch& b
 std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const data::Task& task, std::size_t count,
                                                   std::uint64_t seed, std::size_t batch_size) {
   const std::size_t T = task.input_length();
-  if (task.seq2seq() || T < 4 || count == 0) return {};
+  // The induction score asks what a next-token predictor does on a repeat: it means nothing for
+  // a model that labels positions (sort, recall) or fills masks.
+  if (task.seq2seq() || !task.next_token() || T < 4 || count == 0) return {};
   NoGradGuard no_grad;
   const bool was_training = model.module().is_training();
   model.module().eval();
@@ -256,11 +340,13 @@ std::vector<HeadScores> head_scores(model::TaskModel& model, const data::Task& t
   for (std::size_t l = 0; l < layers.size(); ++l) lp.push_back({layers[l].first, model.attention_kind(*layers[l].second), &w[l]});
   std::vector<HeadScores> out = pattern_scores(lp, task, b, o.thresholds);
 
+  std::vector<double> baselines;
+  for (auto& base : role_baselines(task, b)) baselines.push_back(base.share);
   const auto ind = induction_scores(model, task, b.size(), o.seed, o.batch_size);
   for (std::size_t l = 0, k = 0; l < ind.size(); ++l)
     for (std::size_t h = 0; h < ind[l].size(); ++h, ++k) {
       out[k].induction = ind[l][h];
-      out[k].label = head_label(out[k], o.thresholds);
+      out[k].label = head_label(out[k], o.thresholds, baselines);
     }
   if (was_training) model.module().train();
   return out;
@@ -275,7 +361,7 @@ std::string cell(double x, const char* fmt = "%.3f") {
 }
 }  // namespace
 
-std::string format_head_scores(const std::vector<HeadScores>& scores) {
+std::string format_head_scores(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines) {
   std::ostringstream out;
   char line[256];
   std::snprintf(line, sizeof line, "%-22s %4s %-6s %8s %8s %8s %8s %8s %8s %8s  %s\n", "layer", "head", "kind", "entropy",
@@ -288,23 +374,115 @@ std::string format_head_scores(const std::vector<HeadScores>& scores) {
                   cell(s.induction).c_str(), cell(s.retrieval).c_str(), s.label.c_str());
     out << line;
   }
+  if (scores.empty() || scores.front().roles.empty()) return out.str();
+  // Role scores: a column per relation, and the best fixed offset as the row to beat.
+  out << "\nrole scores: the share of tokens having the relation whose largest weight falls on their partner\n";
+  out << "  head  ";
+  for (auto& [name, v] : scores.front().roles) out << ' ' << std::string(std::max<std::size_t>(15, name.size()) - name.size(), ' ') << name;
+  out << '\n';
+  auto widths = [&](std::size_t r) { return std::max<std::size_t>(15, scores.front().roles[r].first.size()); };
+  for (auto& s : scores) {
+    std::snprintf(line, sizeof line, "  %3zu.%-3zu", s.layer_index, s.head);
+    out << line;
+    for (std::size_t r = 0; r < s.roles.size(); ++r) {
+      const std::string c = cell(s.roles[r].second);
+      out << ' ' << std::string(widths(r) - c.size(), ' ') << c;
+    }
+    out << '\n';
+  }
+  if (!baselines.empty()) {
+    out << "  offset ";
+    for (std::size_t r = 0; r < baselines.size() && r < scores.front().roles.size(); ++r) {
+      char b[48];
+      if (std::isnan(baselines[r].share)) std::snprintf(b, sizeof b, "-");
+      else std::snprintf(b, sizeof b, "%.3f (%+ld)", baselines[r].share, baselines[r].offset);
+      out << ' ' << std::string(widths(r) > std::strlen(b) ? widths(r) - std::strlen(b) : 0, ' ') << b;
+    }
+    out << "   (the best fixed offset)\n  tokens ";
+    for (std::size_t r = 0; r < baselines.size() && r < scores.front().roles.size(); ++r) {
+      const std::string c = std::to_string(baselines[r].count);
+      out << ' ' << std::string(widths(r) - c.size(), ' ') << c;
+    }
+    out << "   (having the relation)\n";
+  }
   return out.str();
 }
 
-std::string head_scores_csv(const std::vector<HeadScores>& scores) {
+std::string head_scores_csv(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines) {
   std::ostringstream out;
+  std::vector<std::string> names = score_names();
+  if (!scores.empty())
+    for (auto& [relation, v] : scores.front().roles) names.push_back(relation);
   out << "layer,layer_index,head,kind";
-  for (auto& n : score_names()) out << ',' << n;
+  for (auto& n : names) out << ',' << n;
   out << ",label\n";
   for (auto& s : scores) {
     out << s.layer << ',' << s.layer_index << ',' << s.head << ',' << model::attention_kind_name(s.kind);
-    for (auto& n : score_names()) {
+    for (auto& n : names) {
       const double x = score(s, n);
       out << ',' << (std::isnan(x) ? std::string() : cell(x, "%.9g"));
     }
     out << ',' << s.label << '\n';
   }
+  if (!baselines.empty()) {
+    out << "baseline,,,";
+    for (std::size_t k = 0; k < score_names().size(); ++k) out << ',';
+    for (auto& b : baselines) out << ',' << (std::isnan(b.share) ? std::string() : cell(b.share, "%.9g"));
+    out << ",best fixed offset\n";
+  }
   return out.str();
+}
+
+std::vector<Array<double>> head_divergence(model::TaskModel& model, const data::Batch& heldout, std::size_t examples,
+                                           std::size_t batch_size) {
+  NoGradGuard no_grad;
+  nn::EvalGuard<float> eval(model.module());
+  const data::Batch b = data::rows(heldout, 0, std::min(examples, heldout.size()));
+  const std::vector<Array<float>> w = patterns(model, b, batch_size);
+  std::vector<Array<double>> out;
+  for (const Array<float>& layer : w) out.push_back(pattern_divergence(layer));
+  return out;
+}
+
+Array<double> pattern_divergence(const Array<float>& layer) {
+  const Dims d = dims(layer);
+  Array<double> js = Array<double>::from_shape({d.H, d.H});
+  std::fill(js.begin(), js.end(), 0.0);
+  std::size_t rows = 0;
+  for (std::size_t e = 0; e < d.B; ++e)
+    for (std::size_t i = 0; i < d.Tq; ++i) {
+      const float* first = row(layer, d, e, 0, i);
+      if (std::accumulate(first, first + d.Tk, 0.0) <= 0) continue;  // a fully masked row
+      ++rows;
+      for (std::size_t a = 0; a < d.H; ++a)
+        for (std::size_t c = a + 1; c < d.H; ++c) {
+          const float* p = row(layer, d, e, a, i);
+          const float* q = row(layer, d, e, c, i);
+          double kl_p = 0, kl_q = 0;
+          for (std::size_t j = 0; j < d.Tk; ++j) {
+            const double m = 0.5 * (double(p[j]) + double(q[j]));
+            if (p[j] > 0) kl_p += p[j] * std::log2(p[j] / m);
+            if (q[j] > 0) kl_q += q[j] * std::log2(q[j] / m);
+          }
+          js(a, c) += 0.5 * (kl_p + kl_q);
+        }
+    }
+  for (std::size_t a = 0; a < d.H; ++a)
+    for (std::size_t c = a + 1; c < d.H; ++c) js(c, a) = js(a, c) = rows ? js(a, c) / double(rows) : kNaN;
+  return js;
+}
+
+std::string head_divergence_csv(model::TaskModel& model, const std::vector<Array<double>>& divergence) {
+  const auto layers = model::attention_layers(model);
+  std::string out = "layer,layer_index,head_a,head_b,js_bits\n";
+  for (std::size_t l = 0; l < divergence.size() && l < layers.size(); ++l) {
+    const std::size_t H = divergence[l].shape()[0];
+    for (std::size_t a = 0; a < H; ++a)
+      for (std::size_t c = a + 1; c < H; ++c)
+        out += layers[l].first + "," + std::to_string(l) + "," + std::to_string(a) + "," + std::to_string(c) + "," +
+               cell(divergence[l](a, c), "%.9g") + "\n";
+  }
+  return out;
 }
 
 }  // namespace qkv::interp

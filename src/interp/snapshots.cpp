@@ -63,7 +63,7 @@ SnapshotRecorder::SnapshotRecorder(model::TaskModel& model, const data::Task& ta
   snapshots_.decoder_inputs = s2s ? examples.decoder_inputs : IndexArray::from_shape({0});
   snapshots_.input_labels = labels(task, examples.inputs);
   if (s2s) snapshots_.decoder_labels = labels(task, examples.decoder_inputs);
-  snapshots_.score_names = score_names();
+  snapshots_.score_names = score_names(&task);
   const std::size_t K = snapshots_.score_names.size();
   for (auto& [name, layer] : model::attention_layers(model)) {
     const auto [queries, keys] = model.attention_tokens(*layer, examples);

@@ -30,9 +30,9 @@ std::string scores_object(const std::vector<std::string>& names, const std::vect
   return out + "}";
 }
 
-std::vector<double> score_values(const HeadScores& s) {
+std::vector<double> score_values(const HeadScores& s, const std::vector<std::string>& names) {
   std::vector<double> v;
-  for (const std::string& n : score_names()) v.push_back(score(s, n));
+  for (const std::string& n : names) v.push_back(score(s, n));
   return v;
 }
 
@@ -142,6 +142,9 @@ std::string viewer_json(model::TaskModel& model, const data::Task& task, const n
     induction = induction_scores(model, task, 16, 0);
   }
 
+  const std::vector<std::string> names = score_names(&task);
+  std::vector<double> baselines;
+  for (auto& b : role_baselines(task, row)) baselines.push_back(b.share);
   std::string out = "{\"format\":\"qkv-viewer\",\"version\":1,\"title\":" + json_string(content.title) +
                     ",\"model\":" + model_object(options) + ",\"layers\":[";
   std::size_t flat = 0;  // index into scores: layers in order, heads in order
@@ -156,10 +159,16 @@ std::string viewer_json(model::TaskModel& model, const data::Task& task, const n
            ",\"heads\":[";
     for (std::size_t h = 0; h < H; ++h, ++flat) {
       HeadScores& s = scores[flat];
-      if (!induction.empty()) s.induction = induction[l][h];
-      s.label = head_label(s);
+      if (content.scores) {
+        if (flat >= content.scores->size())
+          throw ValueError("viewer_json: " + std::to_string(content.scores->size()) + " head scores for a model with more heads");
+        s = (*content.scores)[flat];
+      } else {
+        if (!induction.empty()) s.induction = induction[l][h];
+        s.label = head_label(s, {}, baselines);
+      }
       out += std::string(h ? "," : "") + "{\"weights\":\"" + weight_bytes(w.data() + h * Tq * Tk, Tq * Tk) +
-             "\",\"scores\":" + scores_object(score_names(), score_values(s)) + ",\"label\":" + json_string(s.label) + "}";
+             "\",\"scores\":" + scores_object(names, score_values(s, names)) + ",\"label\":" + json_string(s.label) + "}";
     }
     out += "]}";
   }

@@ -243,7 +243,7 @@ std::string version_error(std::int64_t version, const std::string& path) {
   if (version == 1) {
     const bool h5 = path.size() > 3 && path.compare(path.size() - 3, 3, ".h5") == 0;
     const std::string out = (h5 ? path.substr(0, path.size() - 3) : path) + ".v2.h5";
-    msg += ". Version 1 (qkv before 2026-12-01) stored strings variable-length, which qkv no longer reads; "
+    msg += ". Version 1 (written by an older qkv) stored strings variable-length, which qkv no longer reads; "
            "convert the file with scripts/convert_checkpoint.py from the qkv sources (/usr/bin/python3 with h5py; "
            "it leaves the input as it is): scripts/convert_checkpoint.py " + path + " " + out;
   }

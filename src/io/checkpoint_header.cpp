@@ -96,7 +96,7 @@ void verify_checkpoint_image(const std::string& image, const std::string& path) 
     if (image.empty()) msg += "; the file is empty";
     msg += ")";
     if (starts_with(image, kHdf5Signature, 8))
-      msg += ". It is an HDF5 file: a qkv checkpoint of format_version 1 (qkv before 2026-12-01) has no header; "
+      msg += ". It is an HDF5 file: a qkv checkpoint of format_version 1 (written by an older qkv) has no header; "
              "convert it with scripts/convert_checkpoint.py from the qkv sources (/usr/bin/python3 with h5py; it "
              "leaves the input as it is): scripts/convert_checkpoint.py " + path + " " + converted_name(path) +
              ". Any other HDF5 file is not a checkpoint";

@@ -22,30 +22,43 @@ StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::
                       const StepOptions& o, dist::DataParallel& dp) {
   StepResult r;
   // k micro-batches of batch/k rows: each forward and backward in turn, the gradients adding up
-  // in the parameters; every example scores the same number of tokens, so the mean of the
-  // micro-batches' mean losses (each scaled by 1/k) is the batch's mean loss.
+  // in the parameters. The step's loss is the mean over every scored token of the global batch
+  // (all ranks), so micro-batch m of this rank, scoring n_m of the N tokens, enters with weight
+  // n_m / N: its backward is scaled by R n_m / N (R ranks; average_gradients divides by R). With
+  // equal counts (every task but the masked ones) that is 1/k, and 1 when k = 1.
   const std::size_t k = std::max<std::size_t>(o.accumulate, 1), rows_per = batch.size() / k;
-  double sums[3] = {0, 0, 0};  // loss, correct, counted (this rank)
+  std::vector<data::Batch> micro(k);
+  std::vector<double> scored(k, 0.0);
+  double total = 0;
+  for (std::size_t m = 0; m < k; ++m) {
+    micro[m] = k == 1 ? batch : data::rows(batch, m * rows_per, (m + 1) * rows_per);
+    for (std::size_t i = 0; i < micro[m].targets.size(); ++i) scored[m] += micro[m].targets.data()[i] != data::kIgnore;
+    total += scored[m];
+  }
+  dp.sum(&total, 1);
+  double sums[3] = {0, 0, 0};  // loss x tokens, correct, counted (this rank)
   Variable<float> whole;       // k == 1: backward comes after the finiteness check
   for (std::size_t m = 0; m < k; ++m) {
-    const data::Batch micro = k == 1 ? batch : data::rows(batch, m * rows_per, (m + 1) * rows_per);
-    Variable<float> logits = model.logits(micro);
-    Variable<float> loss = cross_entropy(logits, micro.targets, data::kIgnore, o.label_smoothing);
-    sums[0] += double(loss.item()) / double(k);
-    if (o.count_accuracy) count_correct(logits.value(), micro.targets, sums[1], sums[2]);
+    Variable<float> logits = model.logits(micro[m]);
+    Variable<float> loss = cross_entropy(logits, micro[m].targets, data::kIgnore, o.label_smoothing);
+    if (scored[m] > 0) sums[0] += double(loss.item()) * scored[m];
+    if (o.count_accuracy) count_correct(logits.value(), micro[m].targets, sums[1], sums[2]);
+    const double weight = total > 0 ? double(dp.size()) * scored[m] / total : 0.0;
     if (k == 1)
-      whole = loss;
+      whole = weight == 1.0 ? loss : mul_scalar(loss, float(weight));
     else
-      mul_scalar(loss, 1.0f / float(k)).backward();
+      mul_scalar(loss, float(weight)).backward();
   }
   dp.sum(sums, 3);
-  r.loss = sums[0] / dp.size(), r.correct = sums[1], r.counted = sums[2];
+  r.loss = total > 0 ? sums[0] / total : 0.0, r.correct = sums[1], r.counted = sums[2];
   if (!std::isfinite(r.loss)) return r.diverged = "loss", r;
   if (whole.defined()) whole.backward();
   const std::vector<Variable<float>>& params = model.parameters();
   dp.average_gradients(params);
   if (o.after_backward) o.after_backward();
-  r.grad_norm = o.clip_grad_norm > 0 ? optim::clip_grad_norm(params, o.clip_grad_norm) : optim::grad_norm(params);
+  const std::vector<double> gains = optimizer.gains_of(params);  // empty unless optimizer.qk_gain is set
+  r.grad_norm = o.clip_grad_norm > 0 ? optim::clip_grad_norm(params, o.clip_grad_norm, gains)
+                                     : optim::grad_norm(params, gains);
   if (!std::isfinite(r.grad_norm)) return r.diverged = "gradient norm", r;
   optimizer.step();
   optimizer.zero_grad();

@@ -1,5 +1,5 @@
 // `qkv logits`: the text file it writes holds the logits an in-process model computes from the
-// same checkpoint on the same held-out tokens (scripts/bench_parity.py compares it with PyTorch).
+// same checkpoint on the same held-out tokens (tools/bench_parity.py compares it with PyTorch).
 #include <doctest/doctest.h>
 
 #include <fstream>

@@ -4,7 +4,7 @@
 Usage: test_pipeline.py --qkv BUILD/qkv --workdir DIR
 
 - `qkv sweep --seeds` on a tiny induction sweep (layers 1 and 2, two learning rates, two seeds,
-  40 steps with snapshots), then scripts/experiments/score.py (test split, heads, pruning):
+  40 steps with snapshots), then tools/experiments/score.py (test split, heads, pruning):
   one row per run with lr, validation and test metrics that differ, the head and pruning
   columns in range, the CPU and BLAS kernel;
 - score.py --train --checkpoint last.h5: the train column of `qkv eval --train`, of the last checkpoints;
@@ -28,7 +28,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-S = os.path.join(ROOT, "scripts", "experiments")
+S = os.path.join(ROOT, "tools", "experiments")
 PY = "/usr/bin/python3"
 failures = []
 

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Checks of scripts/experiments: each statistic against values computed independently (textbook
+"""Checks of tools/experiments: each statistic against values computed independently (textbook
 values, hand-worked cases, brute-force enumeration), lr selection, and report.py end to end on a
-synthetic sweep (table numbers parsed back, PNGs present and not blank).
+synthetic sweep (table numbers parsed back, PNGs present and not blank); the reports of induction,
+grokking and retrieval remade from the committed CSVs alone equal the committed results.md.
 
     /usr/bin/python3 tests/experiments/test_stats.py
 
@@ -17,11 +18,11 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
 from experiments import select  # noqa: E402
 from experiments import stats  # noqa: E402
 
-REPORT = os.path.join(ROOT, "scripts", "experiments", "report.py")
+REPORT = os.path.join(ROOT, "tools", "experiments", "report.py")
 checks, failures = 0, []
 
 
@@ -291,6 +292,116 @@ def png_ok(path, what):
         check(img.shape[0] > 100 and img.shape[1] > 100 and float(img[..., :3].var()) > 1e-3, f"{what}: PNG is not blank")
 
 
+def test_spearman():
+    # Perfect rank agreement and reversal; a hand-worked case with a tie.
+    check(abs(stats.spearman([1, 2, 3, 4], [10, 20, 30, 40]) - 1) < 1e-12, "spearman of a monotone pair is 1")
+    check(abs(stats.spearman([1, 2, 3, 4], [4, 3, 2, 1]) + 1) < 1e-12, "spearman of a reversed pair is -1")
+    # x = 1..5, y = 2 1 4 3 5: sum of squared rank differences 4, rho = 1 - 6*4/(5*24) = 0.8
+    check(abs(stats.spearman([1, 2, 3, 4, 5], [2, 1, 4, 3, 5]) - 0.8) < 1e-12, "spearman textbook value 0.8")
+    # The permutation p against the exact enumeration of all 5! orders.
+    rho = 0.8
+    exact = sum(stats.spearman([1, 2, 3, 4, 5], list(p)) >= rho - 1e-12 for p in itertools.permutations([1, 2, 3, 4, 5])) / 120
+    r, p = stats.spearman_test([1, 2, 3, 4, 5], [2, 1, 4, 3, 5], n_perm=20000, seed=1)
+    check(abs(r - 0.8) < 1e-12 and abs(p - exact) < 0.01, f"spearman permutation p {p:.4f} near the exact {exact:.4f}")
+    r, p = stats.spearman_test([1, 2, 3, 4, 5], [5, 4, 3, 2, 1], n_perm=2000, seed=1)
+    check(p > 0.99, f"a falling trend is no evidence of a rising one (p {p:.3f})")
+
+
+def test_spearman_strata():
+    # Stratified: the statistic is the size-weighted mean of the within-stratum rhos, permuted within
+    # strata; against the exact enumeration of all 4! x 3! within-stratum orders.
+    x = [1, 2, 3, 4, 1, 2, 3]
+    y = [0.2, 0.1, 0.5, 0.9, 3.0, 5.0, 4.0]
+    st = ["a"] * 4 + ["b"] * 3
+    want = (4 * stats.spearman(x[:4], y[:4]) + 3 * stats.spearman(x[4:], y[4:])) / 7
+    stat = lambda ya, yb: (4 * stats.spearman(x[:4], ya) + 3 * stats.spearman(x[4:], yb)) / 7  # noqa: E731
+    exact = sum(stat(list(pa), list(pb)) >= want - 1e-12
+                for pa in itertools.permutations(y[:4]) for pb in itertools.permutations(y[4:])) / 144
+    r, p = stats.spearman_test(x, y, n_perm=20000, seed=3, strata=st)
+    check(abs(r - want) < 1e-12, f"stratified rho = weighted mean of within-stratum rhos ({r} vs {want})")
+    check(abs(p - exact) < 0.01, f"stratified permutation p {p:.4f} near the exact {exact:.4f}")
+    # Levels that differ between strata are no trend within them: pooled rho is high, stratified 0.
+    x2, y2 = [1, 1, 2, 2, 3, 3, 4, 4], [1, 2, 2, 1, 10, 11, 11, 10]
+    r, p = stats.spearman_test(x2, y2, n_perm=2000, seed=1, strata=[0, 0, 0, 0, 1, 1, 1, 1])
+    check(stats.spearman(x2, y2) > 0.7 and abs(r) < 1e-12 and p > 0.4,
+          f"strata absorb level differences: pooled {stats.spearman(x2, y2):.2f}, stratified {r:.2f} (p {p:.2f})")
+    # One stratum for everything is the unstratified test, to the bit.
+    check(stats.spearman_test(x, y, n_perm=500, seed=2) == stats.spearman_test(x, y, n_perm=500, seed=2, strata=[7] * 7),
+          "a single stratum gives the unstratified test")
+    # A stratum with a constant y has no rho and no weight.
+    r, _ = stats.spearman_test([1, 2, 3, 1, 2, 3], [1, 2, 3, 5, 5, 5], n_perm=100, strata=[0, 0, 0, 1, 1, 1])
+    check(abs(r - 1) < 1e-12, f"a constant stratum has weight 0: rho {r}")
+
+
+def test_wilcoxon():
+    # All 6 differences positive: W+ = 21, p = 1/64 exactly (one sign pattern of 64).
+    w, n, p = stats.wilcoxon_signed_rank([1, 2, 3, 4, 5, 6])
+    check(w == 21 and n == 6 and abs(p - 1 / 64) < 1e-12, f"wilcoxon all positive: W+ {w}, p {p}")
+    # Brute force over sign patterns for a case with ties and a zero (dropped).
+    d = [0.5, -1.0, 1.0, 2.0, -0.25, 3.0, 0.0]
+    w, n, p = stats.wilcoxon_signed_rank(d)
+    nz = [v for v in d if v != 0]
+    r = stats.ranks([abs(v) for v in nz])
+    brute = 0
+    for signs in itertools.product([1, -1], repeat=len(nz)):
+        brute += sum(rk for rk, s in zip(r, signs) if s > 0) >= w - 1e-9
+    check(n == 6 and abs(p - brute / 2 ** len(nz)) < 1e-12, f"wilcoxon exact p {p} equals brute force {brute / 64}")
+    # Large n: the normal approximation agrees with the exact tail within 0.01.
+    d = [((-1) ** k) * (k + 1) + 3 for k in range(20)]
+    _, _, exact = stats.wilcoxon_signed_rank(d)
+    big = d + [v + 100 for v in d[:5]]
+    _, _, approx = stats.wilcoxon_signed_rank(big)
+    check(0 <= exact <= 1 and 0 <= approx <= 1, "wilcoxon p in [0, 1] (exact and normal)")
+
+
+def test_lr_estimates():
+    """Cross-fitting and held-out seeds (select.py, report.py --lr-estimate) on a hand-made grid where
+    the two halves of the seeds prefer different lrs."""
+    rows = []
+    for lr, vals in (("0.001", {1: 0.1, 2: 0.9, 3: 0.1, 4: 0.9}), ("0.003", {1: 0.5, 2: 0.5, 3: 0.5, 4: 0.5})):
+        for seed, v in vals.items():
+            rows.append({"h": "1", "lr": lr, "seed": str(seed), "val_loss": str(v)})
+    folds, kept = select.select_lr_crossfit(rows, ["h"], "val_loss", "min", "lr")
+    first, second = folds[("1",)]
+    # Seeds 1, 3 are reported at the lr chosen on seeds 2, 4 (0.003: 0.5 < 0.9), seeds 2, 4 at the lr
+    # chosen on 1, 3 (0.001: 0.1 < 0.5).
+    check((first.lr, second.lr) == ("0.003", "0.001"), f"cross-fit: each half at the other half's choice ({first.lr}, {second.lr})")
+    check(sorted((r["seed"], r["lr"]) for r in kept) == [("1", "0.003"), ("2", "0.001"), ("3", "0.003"), ("4", "0.001")],
+          f"cross-fit keeps one run per seed, at its half's lr: {[(r['seed'], r['lr']) for r in kept]}")
+    extra = rows + [{"h": "1", "lr": "0.001", "seed": s, "val_loss": "0.2"} for s in ("5", "6")]
+    check(select.tuning_seeds(extra, ["h"], "lr") == {("1",): {"1", "2", "3", "4"}}, "tuning seeds: those every lr ran")
+    # Seeds 5, 6 ran at 0.001 only: they chose nothing, and are reported at the choice made on all the
+    # tuning seeds (a tie over seeds 1-4, 0.5 each: the lower lr, 0.001); seeds 1-4 as before.
+    _, kept = select.select_lr_crossfit(extra, ["h"], "val_loss", "min", "lr")
+    check(sorted((r["seed"], r["lr"]) for r in kept) ==
+          [("1", "0.003"), ("2", "0.001"), ("3", "0.003"), ("4", "0.001"), ("5", "0.001"), ("6", "0.001")],
+          f"cross-fit with extra seeds: {[(r['seed'], r['lr']) for r in kept]}")
+    try:
+        select.select_lr_crossfit(rows[:1] + rows[4:5], ["h"], "val_loss", "min", "lr")
+        check(False, "cross-fit with one tuning seed must fail")
+    except ValueError as e:
+        check("2 or more" in str(e), f"cross-fit error names the cause: {e}")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "r.csv")
+        write_csv(path, ["run", "h", "seed", "status", "steps", "lr", "val_loss", "test_acc"],
+                  [[f"r{r['lr']}_{r['seed']}", r["h"], r["seed"], "steps", 100, r["lr"], r["val_loss"],
+                    "1.0" if r["seed"] in ("5", "6") else "0.0"] for r in extra])
+        # Held out: the tie over seeds 1-4 (mean 0.5 each) goes to 0.001, and only seeds 5, 6 are reported.
+        text = run("table", path, "--select-lr", "val_loss:min", "--lr-estimate", "held-out", "--metric", "test_acc:success>=0.5")
+        body = table_rows(text)[1]
+        check(body[1] == "2" and body[2] == "0.001" and numbers(body[3])[:2] == [2, 2],
+              f"--lr-estimate held-out: seeds 5 and 6 only, 2/2: {body}")
+        check("took no part in the choice" in text, "held-out caption")
+        write_csv(path, ["run", "h", "seed", "status", "steps", "lr", "val_loss", "test_acc"],
+                  [[f"r{r['lr']}_{r['seed']}", r["h"], r["seed"], "steps", 100, r["lr"], r["val_loss"],
+                    "1.0" if r["lr"] == "0.003" else "0.0"] for r in rows])
+        text = run("table", path, "--select-lr", "val_loss:min", "--lr-estimate", "cross-fit", "--metric", "test_acc:success>=0.5")
+        body = table_rows(text)[1]
+        check(body[2] == "0.003 / 0.001" and numbers(body[3])[:2] == [2, 4], f"--lr-estimate cross-fit: {body}")
+        text = run("table", path, "--select-lr", "val_loss:min", "--metric", "test_acc:success>=0.5")
+        check("winner's curse" in text, "the default caption names the winner's curse")
+
+
 def test_end_to_end():
     with tempfile.TemporaryDirectory() as d:
         results = synth_sweep(os.path.join(d, "sweep"))
@@ -348,6 +459,25 @@ def test_end_to_end():
         close(float(comp[0][7]), stats.fisher_exact(2, 8, 10, 0).p, 1e-5, "d_k 16: 2/10 unscaled vs 10/10 scaled")
         check("2 comparisons (2 settings x 1 metric)" in text, "stratified comparisons counted")
 
+        # trend: heads against success at the chosen lr (h = 1: 3/10, 4: 10/10, 8: 9/10).
+        text = run("trend", results, "--x", "model.heads", "--select-lr", "val_loss:min", "--metric",
+                   "test_token_acc:success>=0.99", "--alternative", "greater", "--stated", "post-hoc", "--n-perm", "2000")
+        row = table_rows(text)[1]
+        xs = [1] * 10 + [4] * 10 + [8] * 10
+        ys = [1] * 3 + [0] * 7 + [1] * 10 + [1] * 9 + [0]
+        rho, p = stats.spearman_test(xs, ys, n_perm=2000, alternative="greater")
+        check(row[1] == "1: 3/10, 4: 10/10, 8: 9/10" and row[2] == "30" and abs(float(row[3]) - rho) < 6e-4,
+              f"trend row: per-x counts, n, rho {rho:.3f}: {row}")
+        close(float(row[4]), p, 1e-3, "trend p = spearman_test's")
+        check("Post hoc" in text and "1 test of this table" in text, "trend caption: post hoc, one test")
+        p_bad = subprocess.run([sys.executable, REPORT, "trend", results, "--x", "model.heads", "--metric", "test_loss",
+                                "--alternative", "greater"], capture_output=True, text=True)
+        check(p_bad.returncode != 0 and "--stated" in p_bad.stderr, "trend requires --stated before|post-hoc")
+        # --derive: a column from two others, usable as a setting key.
+        text = run("table", results, "--derive", "twice=model.heads+model.heads", "--group", "twice",
+                   "--metric", "test_loss:mean")
+        check([r[0] for r in table_rows(text)[1:]] == ["2", "8", "16"], f"--derive as a group key: {table_rows(text)}")
+
         png = os.path.join(d, "curves.png")
         cap = run("plot-curves", os.path.join(d, "sweep"), "--metric", "val_loss", "--by", "model.heads",
                   "--select-lr", "val_loss:min", "--label", "model.heads=1:one head", "--out", png)
@@ -358,6 +488,13 @@ def test_end_to_end():
                   "--select-lr", "val_loss:min", "--logx", "--out", png)
         png_ok(png, "plot-rate")
         check("3/10" in cap and "Wilson" in cap, f"plot-rate caption: {cap.strip()[:200]}")
+        png = os.path.join(d, "rate2.png")
+        cap = run("plot-rate", results, "--x", "model.heads", "--metric", "test_token_acc:success>=0.99",
+                  "--metric", "test_token_acc:success>=0.4", "--select-lr", "val_loss:min", "--out", png,
+                  "--title", "a title long enough to be clipped at the edge of a figure if it were not wrapped onto lines")
+        png_ok(png, "plot-rate, two panels")
+        check("one panel each" in cap and "panel test_token_acc >= 0.4: " in cap and "10/10" in cap,
+              f"plot-rate two metrics caption: {cap.strip()[:300]}")
 
         rows = []
         for layer in ("blocks.0.attn", "blocks.1.attn"):
@@ -377,9 +514,38 @@ def test_end_to_end():
         check(p.returncode != 0 and "expected NAME:mean" in p.stderr, "a bad --metric is an error naming the forms")
 
 
+def test_committed_reports():
+    """The reports whose tables come from per-run CSVs by a script of their own are what that script
+    makes from the committed CSVs alone (the path `run.sh --report-only` takes without sweeps)."""
+    import shutil
+    exp = os.path.join(ROOT, "experiments")
+    S = os.path.join(ROOT, "tools", "experiments")
+    with tempfile.TemporaryDirectory() as d:
+        missing = os.path.join(d, "no-sweep")
+        cases = []
+        out = os.path.join(d, "induction")
+        shutil.copytree(os.path.join(exp, "induction"), out)
+        cases.append(("induction", [os.path.join(S, "induction.py"), missing, os.path.join(out, "runs.csv"),
+                                    os.path.join(out, "heads.csv"), out]))
+        out = os.path.join(d, "grokking")
+        shutil.copytree(os.path.join(exp, "grokking"), out)
+        cases.append(("grokking", [os.path.join(S, "grokking.py"), os.path.join(out, "runs.csv"), missing,
+                                   "--out", os.path.join(out, "grokking.png"), "--steps", os.path.join(out, "steps.csv")]))
+        out = os.path.join(d, "retrieval")
+        shutil.copytree(os.path.join(exp, "retrieval"), out)
+        cases.append(("retrieval", [os.path.join(S, "retrieval.py"), missing, out]))
+        for name, cmd in cases:
+            p = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=120)
+            want = open(os.path.join(exp, name, "results.md")).read()
+            check(p.returncode == 0 and p.stdout == want,
+                  f"{name}: the committed results.md is what its script makes from the committed CSVs "
+                  f"(exit {p.returncode}; {p.stderr.strip()[-200:]})")
+
+
 def main():
     for test in (test_wilson, test_fisher, test_mann_whitney, test_permutation, test_bootstrap_t, test_welch, test_holm,
-                 test_kaplan_meier, test_select, test_end_to_end):
+                 test_kaplan_meier, test_select, test_spearman, test_spearman_strata, test_wilcoxon, test_lr_estimates,
+                 test_end_to_end, test_committed_reports):
         try:
             test()
         except Exception as e:  # a crash is a failure of that test, not of the script

@@ -1,6 +1,6 @@
 // libFuzzer target: io::load_checkpoint and io::inspect on arbitrary bytes written to a
 // temporary file (contract in targets.hpp). Seed the corpus with real checkpoints
-// (fuzz_seeds writes them; scripts/fuzz.sh runs it) so that mutations get past the HDF5
+// (fuzz_seeds writes them; tools/fuzz.sh runs it) so that mutations get past the HDF5
 // signature into the metadata.
 #include <cstdlib>
 

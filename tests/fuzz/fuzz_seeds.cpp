@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 
 #include "h5_image.hpp"
@@ -112,6 +113,21 @@ int main(int argc, char** argv) {
   small.scalars = {{"best_accuracy", 0.5}};
   small.metrics = {{"step", {1, 2, 3}}, {"loss", {3.0, 2.0, 1.0}}};
   io::save_checkpoint(dir + "/small.h5", small);
+
+  // Payloads at the edges of float32, and payloads that are not finite: the loader must refuse a
+  // NaN or an infinity in a weight or an optimizer buffer, naming it (kept in
+  // tests/fuzz/regressions/checkpoint/ as finite-extremes.h5 and nonfinite-*.h5).
+  io::Checkpoint extremes = small;
+  extremes.model[0].second = full<float>({3, 4}, std::numeric_limits<float>::max());
+  extremes.model[0].second(1, 2) = std::numeric_limits<float>::lowest();
+  extremes.model[0].second(2, 3) = std::numeric_limits<float>::denorm_min();
+  io::save_checkpoint(dir + "/finite-extremes.h5", extremes);
+  io::Checkpoint nan_weight = small;
+  nan_weight.model[0].second(2, 1) = std::numeric_limits<float>::quiet_NaN();
+  io::save_checkpoint(dir + "/nonfinite-weight-nan.h5", nan_weight);
+  io::Checkpoint inf_moment = small;
+  inf_moment.optimizer[0].second(0, 3) = -std::numeric_limits<float>::infinity();
+  io::save_checkpoint(dir + "/nonfinite-moment-inf.h5", inf_moment);
 
   io::Checkpoint wide = small;
   for (int i = 0; i < 6; ++i)

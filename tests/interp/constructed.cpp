@@ -1,8 +1,19 @@
 #include "constructed.hpp"
 
+#include <doctest/doctest.h>
+
 #include <algorithm>
 
 namespace qkv::test {
+namespace {
+
+Array<float>& parameter(StateDict<float>& sd, const std::string& name) {
+  for (auto& [n, a] : sd)
+    if (n == name) return a;
+  throw ValueError("constructed model: no parameter " + name);
+}
+
+}  // namespace
 
 Constructed constructed_decoder(double c, double b) {
   constexpr std::size_t T = Constructed::T, V = Constructed::V, C = Constructed::C, D = C / 2;
@@ -15,11 +26,7 @@ Constructed constructed_decoder(double c, double b) {
   Generator gen(0);
   m.model = model::make_model(m.cfg, *m.task, gen);
   StateDict<float> sd = m.model->module().state_dict();
-  auto param = [&](const std::string& name) -> Array<float>& {
-    for (auto& [n, a] : sd)
-      if (n == name) return a;
-    throw ValueError("constructed model: no parameter " + name);
-  };
+  auto param = [&](const std::string& name) -> Array<float>& { return parameter(sd, name); };
   for (auto& [n, a] : sd)
     if (n.find("norm") == std::string::npos) std::fill(a.begin(), a.end(), 0.0f);  // LayerNorms stay (1, 0)
   Array<float>& tok = param("tok_emb.weight");  // (V, C)
@@ -43,6 +50,41 @@ Constructed constructed_decoder(double c, double b) {
   }
   Array<float>& head = param("head.weight");  // (V, C)
   for (std::size_t t = 0; t < V; ++t) head(t, 2 * T + t) = 1;
+  m.model->module().load_state_dict(sd);
+  m.model->module().eval();
+  return m;
+}
+
+Constructed constructed_role_encoder(double c) {
+  Constructed m;
+  m.cfg = config::parse_config("{}", "constructed.yaml",
+                               {"model.arch=encoder", "model.d_model=256", "model.heads=2", "model.layers=1",
+                                "model.attn_only=true", "model.positional=learned", "model.dropout=0", "task.name=grammar",
+                                "task.language=zh", "task.objective=masked", "task.length=32", "task.eval_size=32"});
+  m.task = data::make_task(m.cfg.task);
+  Generator gen(0);
+  m.model = model::make_model(m.cfg, *m.task, gen);
+  StateDict<float> sd = m.model->module().state_dict();
+  auto param = [&](const std::string& name) -> Array<float>& { return parameter(sd, name); };
+  for (auto& [n, a] : sd)
+    if (n.find("norm") == std::string::npos) std::fill(a.begin(), a.end(), 0.0f);
+  Array<float>& tok = param("tok_emb.weight");  // (V + 2, 256): one-hot
+  const data::Tokenizer& t = *m.task->tokenizer();
+  auto id = [&](const char* ch) { return std::size_t(t.encode(ch, false, "constructed").front()); };
+  REQUIRE(t.size() + 2 <= 256);
+  for (std::size_t v = 0; v < tok.shape()[0]; ++v) tok(v, v) = 1;
+  auto dims_of = [&](std::initializer_list<const char*> chars) {
+    std::vector<std::size_t> d;
+    for (const char* ch : chars) d.push_back(id(ch));
+    return d;
+  };
+  const auto verbs = dims_of({"打", "吃", "追", "逐", "爱", "喜", "欢"}), objects = dims_of({"花", "瓶", "苹", "果", "老", "鼠", "鱼"}),
+             subjects = dims_of({"他", "我", "猫"});
+  Array<float>& wq = param("blocks.0.attn.w_q.weight");  // (256, 256): rows [0, 128) head 0, [128, 256) head 1
+  Array<float>& wk = param("blocks.0.attn.w_k.weight");
+  for (std::size_t v : verbs) wq(0, v) = float(c), wq(128, v) = float(c);
+  for (std::size_t o : objects) wk(0, o) = 1;
+  for (std::size_t s : subjects) wk(128, s) = 1;
   m.model->module().load_state_dict(sd);
   m.model->module().eval();
   return m;

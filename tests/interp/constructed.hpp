@@ -29,6 +29,15 @@ struct Constructed {
 };
 Constructed constructed_decoder(double c = 8.0, double b = 4.0);
 
+// A one-layer attention-only encoder over the Chinese grammar (masked objective), width 256, two
+// heads of 128, token embeddings one-hot, positions zero:
+//   head 0: q[0] = c * (the token is a verb character: 打 吃 追 逐 爱 喜 欢), k[0] = (an object
+//           character: 花 瓶 苹 果 老 鼠 鱼): from a verb, the largest weight falls on the first
+//           object character of the row (a hand-set "what" head)
+//   head 1: the same query, k[0] = (a subject character: 他 我 猫): a "who" head
+//   every other query is uniform. Nothing is written to the output (w_o = 0).
+Constructed constructed_role_encoder(double c = 40.0);
+
 // B rows of random tokens in [0, V) with targets[t] = inputs[t - 1] (t >= 1; kIgnore at 0).
 data::Batch previous_token_batch(std::size_t B, std::size_t T, std::size_t V, std::uint64_t seed);
 

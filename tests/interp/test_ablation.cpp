@@ -6,6 +6,7 @@
 
 #include "constructed.hpp"
 #include "qkv/autograd/tape.hpp"
+#include "qkv/data/grammar.hpp"
 #include "qkv/interp/ablation.hpp"
 #include "test_util.hpp"
 
@@ -107,6 +108,24 @@ TEST_CASE("ablation: head lists are parsed against the model, and bad ones are n
   CHECK(message("zero").find("not LAYER.HEAD") != std::string::npos);
   CHECK(message("0.x").find("not LAYER.HEAD") != std::string::npos);
   CHECK(message("0.1,").find("not LAYER.HEAD") != std::string::npos);
+}
+
+TEST_CASE("ablation: restrict_to_relation scores a relation's tokens only, and names a bad relation") {
+  test::Constructed m = test::constructed_role_encoder();
+  const auto& task = static_cast<const data::GrammarTask&>(*m.task);
+  data::Batch b = task.analyse("他打碎了花瓶");
+  b.targets = b.inputs;  // every token scored, to see which stay
+  const data::Batch verbs = interp::restrict_to_relation(task, b, "verb->object");
+  std::vector<std::size_t> kept;
+  for (std::size_t t = 0; t < verbs.targets.shape()[1]; ++t)
+    if (verbs.targets(0, t) != data::kIgnore) kept.push_back(t);
+  CHECK(kept == std::vector<std::size_t>{1});  // 打: the verb whose object is 花瓶
+  CHECK(interp::restrict_to_relation(task, b, "verb-object").targets == verbs.targets);  // no '>' needed in a shell
+  CHECK_THROWS_WITH_AS(interp::restrict_to_relation(task, b, "verb->objects"), doctest::Contains("did you mean 'verb->object'"),
+                       ValueError);
+  test::Constructed plain = test::constructed_decoder();
+  CHECK_THROWS_WITH_AS(interp::restrict_to_relation(*plain.task, b, "verb->object"), doctest::Contains("has no gold relations"),
+                       ValueError);
 }
 
 }  // namespace qkv

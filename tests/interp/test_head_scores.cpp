@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "constructed.hpp"
+#include "qkv/data/grammar.hpp"
 #include "qkv/interp/head_scores.hpp"
 #include "qkv/model/evaluate.hpp"
 
@@ -140,6 +141,88 @@ TEST_CASE("head scores: a hand-set model's previous-token and first-token heads 
   CHECK(csv.rfind("layer,layer_index,head,kind,entropy,max_weight,previous_token,first_token,self,induction,retrieval,label\n", 0) == 0);
   CHECK(csv.find(",causal,") != std::string::npos);
   CHECK(csv.find(",,previous-token\n") != std::string::npos);  // retrieval empty (NaN), then the label
+}
+
+TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads, scored and labelled as worked out on paper") {
+  test::Constructed m = test::constructed_role_encoder();
+  const auto& task = static_cast<const data::GrammarTask&>(*m.task);
+  // Five sentences, one per row; the verb tokens and their partners (docs/tasks.md):
+  //   他打碎了花瓶     打 (1) -> subject 他 (0), object 花瓶 (4 5)
+  //   我爱吃苹果       爱 (1) -> 我, 吃 (the event);  吃 (2) -> 我, 苹果 (3 4)
+  //   猫喜欢追逐老鼠   喜 欢 (1 2) -> 猫, 追逐 (3 4);  追 逐 -> 猫, 老鼠 (5 6)
+  //   花瓶被他打碎了   打 (4) -> subject 他 (3), object 花瓶 (0 1): roles are semantic
+  //   猫吃鱼           吃 (1) -> 猫 (0), 鱼 (2)
+  data::Batch b;
+  for (const char* text : {"他打碎了花瓶", "我爱吃苹果", "猫喜欢追逐老鼠", "花瓶被他打碎了", "猫吃鱼"})
+    b = data::concat(b, task.analyse(text));
+  const auto& names = task.relation_names();
+  const std::size_t subject = std::size_t(std::find(names.begin(), names.end(), "verb->subject") - names.begin());
+  const std::size_t object = std::size_t(std::find(names.begin(), names.end(), "verb->object") - names.begin());
+  interp::HeadScoreOptions o;
+  o.examples = 5;
+  const std::vector<interp::HeadScores> s = interp::head_scores(*m.model, *m.task, b, o);
+  REQUIRE(s.size() == 2);
+  // Head 0 looks from a verb at the first object character: right for 打 吃 追 逐 打 吃, wrong for
+  // 爱 喜 欢 (whose object is a verb): 6 of 9 verb tokens. It never finds a subject.
+  CHECK(s[0].roles[object].second == doctest::Approx(6.0 / 9));
+  CHECK(s[0].roles[subject].second == 0.0);
+  // Head 1 looks from a verb at the subject character: all 9.
+  CHECK(s[1].roles[subject].second == 1.0);
+  CHECK(s[1].roles[object].second == 0.0);
+  // The best fixed offsets: -1 finds the subject of 打 爱 喜 打 吃 (5 of 9); +1 the object of 爱 吃
+  // 欢 逐 吃 (5 of 9; +2 ties it with 吃 喜 欢 追 逐, and the first best offset is kept).
+  const auto base = interp::role_baselines(*m.task, b);
+  CHECK(base[subject].share == doctest::Approx(5.0 / 9));
+  CHECK(base[subject].offset == -1);
+  CHECK(base[object].share == doctest::Approx(5.0 / 9));
+  CHECK(base[object].offset == 1);
+  CHECK(base[subject].count == 9);
+  // Both heads beat their relation's offset by more than 0.1 (6/9 - 5/9 = 0.11): labelled by it.
+  CHECK(s[0].label == "verb->object");
+  CHECK(s[1].label == "verb->subject");
+  // Without 猫吃鱼 head 0 ties the offset (5 of 8 both): finding objects is then what a fixed offset
+  // does too, and it earns no role label.
+  data::Batch four = data::rows(b, 0, 4);
+  o.examples = 4;
+  CHECK(interp::head_scores(*m.model, *m.task, four, o)[0].label != "verb->object");
+  // The table and the CSV carry the role columns and the baseline row.
+  const std::string table = interp::format_head_scores(s, base), csv = interp::head_scores_csv(s, base);
+  CHECK(table.find("verb->object") != std::string::npos);
+  CHECK(table.find("(the best fixed offset)") != std::string::npos);
+  CHECK(csv.find(",verb->subject,verb->object,") != std::string::npos);
+  CHECK(csv.find("\nbaseline,") != std::string::npos);
+  // A task without relations has no role columns.
+  test::Constructed plain = test::constructed_decoder();
+  const data::Batch pb = test::previous_token_batch(4, test::Constructed::T, test::Constructed::V, 1);
+  CHECK(interp::head_scores(*plain.model, *plain.task, pb, o).front().roles.empty());
+}
+
+TEST_CASE("head divergence: the Jensen-Shannon divergence of two heads' rows, 0 for a copy, 1 bit for disjoint rows") {
+  // Three heads over 4 queries x 4 keys: head 0 one-hot on key 0 in query row 0, uniform in the
+  // others; head 1 its copy; head 2 one-hot on key 1 in row 0 (disjoint from head 0's: 1 bit),
+  // uniform in the others (0 bits): a mean of 1/4 over the 4 rows.
+  Array<float> w = Array<float>::from_shape({1, 3, 4, 4});
+  std::fill(w.begin(), w.end(), 0.25f);
+  for (std::size_t h = 0; h < 3; ++h)
+    for (std::size_t j = 0; j < 4; ++j) w(0, h, 0, j) = j == (h == 2 ? 1u : 0u) ? 1.0f : 0.0f;
+  const Array<double> js = interp::pattern_divergence(w);
+  CHECK(js(0, 1) == 0.0);
+  CHECK(js(0, 2) == doctest::Approx(0.25));
+  CHECK(js(2, 0) == js(0, 2));
+  // Half the weight apart in every row: JS of (1/2, 1/2, 0) and (0, 1/2, 1/2) is 1/2 bit.
+  Array<float> v = Array<float>::from_shape({1, 2, 1, 3});
+  const float rows[2][3] = {{0.5f, 0.5f, 0.0f}, {0.0f, 0.5f, 0.5f}};
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t j = 0; j < 3; ++j) v(0, h, 0, j) = rows[h][j];
+  CHECK(interp::pattern_divergence(v)(0, 1) == doctest::Approx(0.5));
+  // Through a model and into the CSV: one row per pair of heads of each layer.
+  test::Constructed m = test::constructed_role_encoder();
+  const auto& task = static_cast<const data::GrammarTask&>(*m.task);
+  const auto all = interp::head_divergence(*m.model, task.text_row("猫吃鱼", "test"), 1);
+  REQUIRE(all.size() == 1);
+  CHECK(all[0](0, 1) > 0.0);
+  const std::string csv = interp::head_divergence_csv(*m.model, all);
+  CHECK(csv.rfind("layer,layer_index,head_a,head_b,js_bits\nblocks.0.attn,0,0,1,", 0) == 0);
 }
 
 }  // namespace qkv

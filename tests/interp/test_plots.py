@@ -153,7 +153,7 @@ def check_layout(path):
                 err = float(np.abs(sc[:, :, names.index(n)] - v).max())
                 check(err <= 1e-4, f"{p}/scores '{n}' equals its value recomputed from the weights (max error {err:.2e})")
             ind, ret = sc[:, :, names.index("induction")], sc[:, :, names.index("retrieval")]
-            check(bool(np.isfinite(ind).all() and (ind >= 0).all() and (ind <= 1).all()), f"{p}/scores 'induction' finite, in [0, 1]")
+            check(bool(np.isnan(ind).all()), f"{p}/scores 'induction' NaN (sort does not predict the next token)")
             check(bool(np.isnan(ret).all()), f"{p}/scores 'retrieval' NaN (sort is not a recall task)")
 
 

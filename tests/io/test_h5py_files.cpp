@@ -1,6 +1,6 @@
 // HDF5 files written by other programs for qkv: h5py's booleans (numpy bool, stored as a 1-byte
 // enum FALSE = 0, TRUE = 1) load as masks, attributes and integers. The fixture is h5py's own
-// output (scripts/make_h5py_fixture.py), so the suite needs no Python.
+// output (tools/make_h5py_fixture.py), so the suite needs no Python.
 #include <doctest/doctest.h>
 #include <hdf5.h>
 

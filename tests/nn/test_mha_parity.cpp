@@ -1,5 +1,5 @@
 // Parity with torch.nn.MultiheadAttention(batch_first=True): tests/fixtures/mha_torch.txt is written
-// by scripts/make_mha_fixture.py (torch is not needed to run this test).
+// by tools/make_mha_fixture.py (torch is not needed to run this test).
 
 #include <doctest/doctest.h>
 
@@ -18,7 +18,7 @@ namespace {
 // "<name> <ndim> <dims...> <values...>" per line; '#' starts a comment line.
 std::map<std::string, Array<double>> load_fixture(const std::string& path) {
   std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), "cannot open " << path << " (regenerate with scripts/make_mha_fixture.py)");
+  REQUIRE_MESSAGE(in.good(), "cannot open " << path << " (regenerate with tools/make_mha_fixture.py)");
   std::map<std::string, Array<double>> out;
   std::string line;
   while (std::getline(in, line)) {

@@ -1,5 +1,5 @@
 // Optimizers against torch.optim. The k_* reference values below are printed by
-//     /usr/bin/python3 scripts/make_optim_reference.py
+//     /usr/bin/python3 tools/make_optim_reference.py
 // (torch 1.13, float64): parameters "w" (2, 3) and "b" (3,) start at ((5i + 3j) % 7 - 3) / 3 and
 // get the gradient ((7i + 3s + 5j) % 11 - 5) / 4 at step s; the values are those after 4 steps.
 // The inputs are exact in binary, so this file rebuilds them bit for bit.

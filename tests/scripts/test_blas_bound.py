@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""scripts/blas_bound.py on made-up `perf script` output: which process is whose, the OpenBLAS
+"""tools/blas_bound.py on made-up `perf script` output: which process is whose, the OpenBLAS
 share of the steady middle of each, and the bounds it gives. (Running it for real needs perf and
 PyTorch, which the suite does not install; docs/performance.md has its measurements.)"""
 import os
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import blas_bound  # noqa: E402
 
 BLAS = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so"
@@ -93,15 +93,15 @@ except ValueError as e:
     check("a short training process: the error names it", "process 8 (qkv)" in str(e), True)
 
 check("a good bench_lm command", blas_bound.command_problem(
-    ["scripts/bench_lm.py", "speed", "c.yaml", "--threads", "1", "--steps", "40"]), None)
+    ["tools/bench_lm.py", "speed", "c.yaml", "--threads", "1", "--steps", "40"]), None)
 check("a good bench_vs_torch command", blas_bound.command_problem(
-    ["scripts/bench_vs_torch.py", "--workloads=medium", "--threads=1"]), None)
-for cmd, says in ((["scripts/bench_lm.py", "curve", "c.yaml", "--threads", "1"], "only `speed`"),
-                  (["scripts/bench_lm.py", "speed", "c.yaml"], "--threads 1"),
-                  (["scripts/bench_vs_torch.py", "--workloads", "medium", "--threads", "1,2"], "--threads 1"),
-                  (["scripts/bench_lm.py", "speed", "c.yaml", "--threads", "2"], "--threads 1"),
-                  (["scripts/bench_vs_torch.py", "--threads", "1"], "one workload"),
-                  (["scripts/bench_vs_torch.py", "--workloads", "small,long", "--threads", "1"], "one workload"),
+    ["tools/bench_vs_torch.py", "--workloads=medium", "--threads=1"]), None)
+for cmd, says in ((["tools/bench_lm.py", "curve", "c.yaml", "--threads", "1"], "only `speed`"),
+                  (["tools/bench_lm.py", "speed", "c.yaml"], "--threads 1"),
+                  (["tools/bench_vs_torch.py", "--workloads", "medium", "--threads", "1,2"], "--threads 1"),
+                  (["tools/bench_lm.py", "speed", "c.yaml", "--threads", "2"], "--threads 1"),
+                  (["tools/bench_vs_torch.py", "--threads", "1"], "one workload"),
+                  (["tools/bench_vs_torch.py", "--workloads", "small,long", "--threads", "1"], "one workload"),
                   (["python3", "x.py"], "after --"), ([], "after --")):
     check(f"{cmd}: the problem named", says in (blas_bound.command_problem(cmd) or ""), True)
 

@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""scripts/machine.py: the benchmarks give both sides the OpenBLAS core type qkv would choose
+"""tools/machine.py: the benchmarks give both sides the OpenBLAS core type qkv would choose
 (src/kernels/blas.cpp), whatever the environment says, and keep freed memory with glibc's malloc."""
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import machine  # noqa: E402
 
 AVX512 = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""scripts/omp_regions.py on a made-up OpenMP program that keeps its own account of its regions:
+"""tools/omp_regions.py on a made-up OpenMP program that keeps its own account of its regions:
 10 regions in which thread 0 works 20 ms and thread 1 5 ms (idle (2 x 20 - 25) / 40 = 0.375 of
 their thread time on an idle machine), then, after a pause, 4 regions of 10 ms on each thread.
 The script's idle share and wake-up of each phase must match the program's (a loaded machine
@@ -12,10 +12,10 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 import omp_regions  # noqa: E402
 
-SCRIPT = os.path.join(HERE, "..", "..", "scripts", "omp_regions.py")
+SCRIPT = os.path.join(HERE, "..", "..", "tools", "omp_regions.py")
 PROGRAM = r"""
 #include <omp.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Tests of the PyTorch bridge (scripts/qkv_torch.py, qkv_mirror.py, qkv_tasks.py; docs/pytorch.md).
+"""Tests of the PyTorch bridge (scripts/pytorch/qkv_torch.py, qkv_mirror.py, qkv_tasks.py; docs/pytorch.md).
 
     make test-torch     (= /usr/bin/python3 tests/torch/test_bridge.py --qkv build/qkv)
     /usr/bin/python3 tests/torch/test_bridge.py [--qkv PATH] [--keep]
@@ -50,7 +50,8 @@ import torch
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO, "scripts")
-sys.path.insert(0, SCRIPTS)
+BRIDGE = os.path.join(SCRIPTS, "pytorch")
+sys.path.insert(0, BRIDGE)
 import make_torch_fixture  # noqa: E402
 import qkv_mirror  # noqa: E402
 import qkv_tasks  # noqa: E402
@@ -612,7 +613,7 @@ def test_errors(env, ckpts):
     check(code == 1 and "cannot run" in err, "(e) check without a qkv binary: exit 1, cannot run", err.strip())
     code, _, err = cli("import")
     check(code == 2, "(e) missing arguments: exit 2 (argparse)", err.strip().splitlines()[-1])
-    r = subprocess.run([sys.executable, os.path.join(SCRIPTS, "qkv_torch.py"), "export", cases[2][1], env.path("o.pt")],
+    r = subprocess.run([sys.executable, os.path.join(BRIDGE, "qkv_torch.py"), "export", cases[2][1], env.path("o.pt")],
                        capture_output=True, text=True)
     check(r.returncode == 1 and "checksum mismatch" in r.stderr and "Traceback" not in r.stderr,
           "(e) as a process: exit status 1 and one message", r.stderr.strip())
@@ -625,7 +626,7 @@ def test_fixture(env):
         make_torch_fixture.make(out)
     for name in ("model.h5", "logits.txt"):
         with open(os.path.join(fixture, name), "rb") as a, open(os.path.join(out, name), "rb") as b:
-            check(a.read() == b.read(), f"fixture: scripts/make_torch_fixture.py regenerates {name} byte for byte")
+            check(a.read() == b.read(), f"fixture: tools/make_torch_fixture.py regenerates {name} byte for byte")
     ckpt = os.path.join(fixture, "model.h5")
     tokens, want = qkv_torch.read_logits_file(os.path.join(fixture, "logits.txt"))
     got_tokens, got = env.logits(ckpt, len(tokens))

@@ -1,15 +1,29 @@
 #!/usr/bin/python3
-"""The guided tour never rots: run every command of docs/tour.md and docs/tour.zh.md.
+"""The guided tour cannot rot: run every command of docs/tour.md and docs/tour.zh.md and check
+every number they quote against what the commands print.
 
-    test_tour.py --qkv BUILD/qkv --workdir DIR
+    test_tour.py --qkv BUILD/qkv --workdir DIR [--long] [--write]
 
 Every line of a ```sh block is a command, run in order in DIR (where configs/ and scripts/ point
-into the source tree, and `qkv` is BUILD/qkv). `qkv train` commands get tiny settings appended
-(TINY below: a few steps; the Chinese corpus is generated, so the test needs no fortunes-zh), so
-the whole tour runs in about a minute. Every command must exit 0. A ```text block after a ```sh
-block shows the output of that block's last command: its first two lines must appear in the real
-output, with numbers masked (the tiny models' numbers differ, the shape of the output must not).
-Both tours must have the same commands. Exit 0 when everything passed.
+into the source tree, and `qkv` is BUILD/qkv). Both tours must have the same commands.
+
+- Numbers in the prose are marked <!--f:ID-->VALUE<!--/f--> (the comments do not show when the
+  page is read); tests/tour/facts.py says which command's output holds each ID and where. A
+  ```text block after a ```sh block shows lines of the output of that block's last command ("..."
+  stands for lines left out).
+- The short commands run exactly as written, and every fact and text line drawn from them must
+  equal the output, on the CPU kind the tour was written on (the fact `kernel`: the BLAS kernel
+  `qkv info` names; other kinds train to other bits, docs/reliability.md, so there each fact's
+  number must still be in the output, and text lines are compared with numbers masked).
+- The long commands (the models that train for minutes, LONG below) run with tiny settings (the
+  Chinese corpus is generated, so no fortunes-zh is needed): every command must exit 0 and the
+  text blocks must match with numbers masked. With --long they run as written and are checked as
+  the short ones (`make tour`, about ten minutes).
+- README.md quotes results of the shipped configs the same way; tests/tour/facts.py README_FACTS
+  gives each one's command (run in the same directory; the sort run is the tour's), short ones
+  checked always, long ones with --long.
+- --write: put the measured values into the facts (after a change that moves them).
+Exit 0 when everything passed.
 """
 import argparse
 import os
@@ -19,14 +33,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from facts import FACTS, README_FACTS  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOURS = [ROOT / "docs" / "tour.md", ROOT / "docs" / "tour.zh.md"]
+FACT = re.compile(r"<!--f:([\w.]+)-->(.*?)<!--/f-->")
+# Commands that train for minutes, and those that read their runs.
+LONG = ["configs/grammar_zh.yaml", "runs/grammar_zh"]
 COMMON = ["--set", "schedule.warmup_steps=5", "--set", "train.eval_every=10", "--set", "train.checkpoint_every=10",
           "--set", "train.threads=1", "--quiet"]
 TINY = {
-    "configs/sort.yaml": ["--set", "train.steps=20", "--set", "task.eval_size=64"] + COMMON,
-    "configs/induction.yaml": ["--set", "train.steps=20", "--set", "task.eval_size=64"] + COMMON,
-    "configs/zh.yaml": ["--set", "train.steps=10", "--set", "task.eval_size=16", "--set", "task.path=zh.txt"] + COMMON,
+    "configs/grammar_zh.yaml": ["--set", "train.steps=30", "--set", "task.eval_size=64"] + COMMON,
 }
 
 
@@ -59,53 +77,189 @@ def mask(s):
     return " ".join(s.split())
 
 
-def run_tour(path, qkv, work, failures):
-    print(f"{path.relative_to(ROOT)}:", flush=True)
-    env = dict(os.environ, PATH=f"{Path(qkv).parent}:{os.environ['PATH']}")
-    last_output, ran = None, []
-    for kind, lines in blocks(path):
-        if kind == "sh":
-            for cmd in commands(lines):
-                ran.append(cmd)
-                if cmd.startswith("export "):
-                    continue  # the PATH line: done above
-                argv = shlex.split(cmd)
-                if argv[0] == "qkv":
-                    argv[0] = qkv
-                    if argv[1] == "train":
-                        argv += TINY[argv[2]]
-                r = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-                ok = r.returncode == 0
-                print(f"  {'ok  ' if ok else 'FAIL'} {cmd}", flush=True)
-                if not ok:
-                    failures.append(f"{path.name}: {cmd}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
-                last_output = r.stdout + r.stderr
-        elif kind == "text" and last_output is not None:
-            want = [l for l in lines if l.strip() and l.strip() != "..."][:2]
-            have = {mask(l) for l in last_output.splitlines()}
-            for w in want:
-                ok = mask(w) in have
-                print(f"  {'ok  ' if ok else 'FAIL'}   output has: {w[:90]}", flush=True)
-                if not ok:
-                    failures.append(f"{path.name}: the output of '{ran[-1]}' has no line like '{w}'")
-    return ran
+def is_long(cmd):
+    return any(x in cmd for x in LONG)
+
+
+class Tour:
+    def __init__(self, path, qkv, work, long, same_kernel, failures):
+        self.path, self.qkv, self.work, self.long, self.failures = path, qkv, work, long, failures
+        self._same = same_kernel
+        self.outputs = {}  # command -> output (stdout then stderr)
+        self.exact = set()  # commands run as written
+
+    def fail(self, what):
+        self.failures.append(f"{self.path.name}: {what}")
+
+    def run(self):
+        print(f"{self.path.relative_to(ROOT)}:", flush=True)
+        env = dict(os.environ, PATH=f"{Path(self.qkv).parent}:{os.environ['PATH']}")
+        last, ran = None, []
+        for kind, lines in blocks(self.path):
+            if kind == "sh":
+                for cmd in commands(lines):
+                    ran.append(cmd)
+                    if cmd.startswith("export "):
+                        continue  # the PATH line: done above
+                    argv = shlex.split(cmd)
+                    exact = self.long or not is_long(cmd)
+                    if argv[0] == "qkv":
+                        argv[0] = self.qkv
+                        if argv[1] == "train" and not exact:
+                            argv += TINY[argv[2]]
+                    r = subprocess.run(argv, cwd=self.work, env=env, capture_output=True, text=True, timeout=3600)
+                    ok = r.returncode == 0
+                    print(f"  {'ok  ' if ok else 'FAIL'} {cmd}{'' if exact else '   (tiny settings)'}", flush=True)
+                    if not ok:
+                        self.fail(f"{cmd}: exit {r.returncode}: {r.stderr.strip()[-400:]}")
+                    last = cmd
+                    self.outputs[cmd] = r.stdout + r.stderr
+                    if exact:
+                        self.exact.add(cmd)
+            elif kind == "text" and last is not None:
+                self.check_text(last, [l for l in lines if l.strip() and l.strip() != "..."])
+        return ran
+
+    def same_kernel(self):
+        return self._same
+
+    def check_text(self, cmd, want):
+        have = self.outputs.get(cmd, "").splitlines()
+        exact = cmd in self.exact and self.same_kernel()
+        stripped = {l.rstrip() for l in have}
+        masked = {mask(l) for l in have}
+        for w in want:
+            ok = w.rstrip() in stripped if exact else mask(w) in masked
+            print(f"  {'ok  ' if ok else 'FAIL'}   output has{'' if exact else ' (numbers masked)'}: {w[:90]}", flush=True)
+            if not ok:
+                self.fail(f"the output of '{cmd}' has no line {'equal to' if exact else 'like'} '{w}'")
+
+    def measured(self, fact):
+        """The value of a fact in the output of its command, or None (with a failure noted)."""
+        spec = FACTS.get(fact)
+        if spec is None:
+            self.fail(f"fact {fact} is not defined in tests/tour/facts.py")
+            return None, False
+        cmds = [c for c in self.outputs if spec["command"] in c]
+        if not cmds:
+            self.fail(f"fact {fact}: no command of the tour contains '{spec['command']}'")
+            return None, False
+        m = re.search(spec["pattern"], self.outputs[cmds[-1]], re.M)
+        if not m:
+            self.fail(f"fact {fact}: the output of '{cmds[-1]}' has nothing matching {spec['pattern']!r}")
+            return None, False
+        return m.group(1), cmds[-1] in self.exact
+
+    def check_facts(self, write):
+        text = self.path.read_text(encoding="utf-8")
+        new = text
+        for fact, value in FACT.findall(text):
+            got, exact = self.measured(fact)
+            if got is None:
+                continue
+            if not exact or (not self._same and fact != "kernel"):
+                print(f"  ok     fact {fact} = {value} (found {got}; not compared)", flush=True)
+                continue
+            ok = got == value
+            print(f"  {'ok  ' if ok else 'FAIL'}   fact {fact} = {value}" + ("" if ok else f", the output says {got}"), flush=True)
+            if not ok and write:
+                new = new.replace(f"<!--f:{fact}-->{value}<!--/f-->", f"<!--f:{fact}-->{got}<!--/f-->")
+            elif not ok:
+                self.fail(f"fact {fact}: the tour says {value}, '{[c for c in self.outputs if FACTS[fact]['command'] in c][-1]}' "
+                          f"says {got} (tests/tour/test_tour.py --write updates the tours)")
+        if write and new != text:
+            self.path.write_text(new, encoding="utf-8")
+            print(f"  wrote the measured facts into {self.path.relative_to(ROOT)}")
+
+
+def check_readme(a, same_kernel, tour_outputs, failures):
+    """The README's facts: each from its command's output (run here unless the tour ran it)."""
+    path = ROOT / "README.md"
+    text = path.read_text(encoding="utf-8")
+    print("README.md:", flush=True)
+    work = a.workdir / "tour0"
+    outputs = dict(tour_outputs["outputs"])
+    new = text
+    for fact, value in FACT.findall(text):
+        spec = README_FACTS.get(fact)
+        if spec is None:
+            failures.append(f"README.md: fact {fact} is not defined in tests/tour/facts.py README_FACTS")
+            continue
+        cmd = spec["command"]
+        if spec.get("long") and not a.long:
+            print(f"  ok     fact {fact} = {value} (a long run: make tour checks it)", flush=True)
+            continue
+        if cmd not in outputs:
+            argv = shlex.split(cmd)
+            argv[0] = str(Path(a.qkv).resolve())
+            r = subprocess.run(argv, cwd=work, capture_output=True, text=True, timeout=3600)
+            outputs[cmd] = r.stdout + r.stderr
+            print(f"  {'ok  ' if r.returncode == 0 else 'FAIL'} {cmd}", flush=True)
+            if r.returncode != 0:
+                failures.append(f"README.md: {cmd}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+                continue
+        m = re.search(spec["pattern"], outputs[cmd], re.M)
+        if not m:
+            failures.append(f"README.md: fact {fact}: the output of '{cmd}' has nothing matching {spec['pattern']!r}")
+            continue
+        got = m.group(1)
+        if not same_kernel:
+            print(f"  ok     fact {fact} = {value} (found {got}; other kernel, not compared)", flush=True)
+            continue
+        ok = got == value
+        print(f"  {'ok  ' if ok else 'FAIL'}   fact {fact} = {value}" + ("" if ok else f", the output says {got}"), flush=True)
+        if not ok and a.write:
+            new = new.replace(f"<!--f:{fact}-->{value}<!--/f-->", f"<!--f:{fact}-->{got}<!--/f-->")
+        elif not ok:
+            failures.append(f"README.md: fact {fact}: README says {value}, '{cmd}' says {got}")
+    if a.write and new != text:
+        path.write_text(new, encoding="utf-8")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qkv", required=True)
     ap.add_argument("--workdir", required=True, type=Path)
+    ap.add_argument("--long", action="store_true", help="run the long commands as written too (make tour)")
+    ap.add_argument("--write", action="store_true", help="write the measured facts into the tours")
     a = ap.parse_args()
     failures, lists = [], []
-    for i, tour in enumerate(TOURS):
+    outputs = {}
+    # The CPU kind the tours were written on (their fact `kernel`) and this one's.
+    written = dict(FACT.findall(TOURS[0].read_text(encoding="utf-8"))).get("kernel")
+    info = subprocess.run([a.qkv, "info"], capture_output=True, text=True).stdout
+    here = re.search(FACTS["kernel"]["pattern"], info, re.M)
+    here = here.group(1) if here else None
+    same = written is not None and here == written
+    if not same:
+        print(f"note: the tours were written on kernel {written}, this CPU runs {here}: other bits, so every fact is "
+              f"checked to be in its command's output, its value compared only on {written}", flush=True)
+    for i, path in enumerate(TOURS):
         work = a.workdir / f"tour{i}"
         subprocess.run(["rm", "-rf", str(work)], check=True)
         work.mkdir(parents=True)
         for d in ("configs", "scripts"):
             (work / d).symlink_to(ROOT / d)
-        (work / "zh.txt").write_text("".join(f"我爱吃苹果。狗喜欢追逐老鼠。今天我爱你。{i % 7}\n" for i in range(400)),
-                                     encoding="utf-8")
-        lists.append(run_tour(tour, str(Path(a.qkv).resolve()), work, failures))
+        tour = Tour(path, str(Path(a.qkv).resolve()), work, a.long, same, failures)
+        if i > 0:  # the second tour runs the same commands: reuse the first one's outputs
+            tour.outputs, tour.exact = outputs["outputs"], outputs["exact"]
+            mine = [c for kind, lines in blocks(path) if kind == "sh" for c in commands(lines)]
+            lists.append(mine)
+            last = None
+            for kind, lines in blocks(path):
+                if kind == "sh":
+                    last = commands(lines)[-1] if commands(lines) else last
+                elif kind == "text" and last is not None:
+                    tour.check_text(last, [l for l in lines if l.strip() and l.strip() != "..."])
+        else:
+            lists.append(tour.run())
+            outputs = {"outputs": tour.outputs, "exact": tour.exact}
+        tour.check_facts(a.write)
+        print(f"{path.relative_to(ROOT)}: facts checked", flush=True)
+    ids = [sorted(set(k for k, _ in FACT.findall(p.read_text(encoding="utf-8")))) for p in TOURS]
+    if ids[0] != ids[1]:
+        failures.append(f"the tours quote different facts: {sorted(set(ids[0]) ^ set(ids[1]))}")
+    check_readme(a, same, outputs, failures)
     same = lists[0] == lists[1]
     print(f"  {'ok  ' if same else 'FAIL'} both tours run the same {len(lists[0])} commands", flush=True)
     if not same:

@@ -72,6 +72,14 @@ TEST_CASE("accumulate: 4 micro-batches follow the trajectory of one batch (decod
   same_trajectory(cfg);
 }
 
+TEST_CASE("accumulate: 4 micro-batches follow the trajectory of one batch (masked encoder, unequal token counts)") {
+  // Every row scores a different number of masked tokens: each micro-batch's loss must be
+  // weighted by its share of the batch's scored tokens, not by 1/4.
+  const std::string dir = test::temp_dir("accumulate_masked");
+  same_trajectory(test::tiny_config(dir, {"model.arch=encoder", "task.name=grammar", "task.objective=masked",
+                                          "task.length=32", "task.eval_size=64"}));
+}
+
 TEST_CASE("accumulate: the batch must split into whole micro-batches") {
   CHECK_THROWS_WITH_AS(test::tiny_config(test::temp_dir("accumulate_bad"), {"train.accumulate=5"}),
                        doctest::Contains("train.batch_size (32) must be divisible by train.accumulate (5)"), config::ConfigError);

@@ -15,6 +15,7 @@
 Exit 0 when every check passed.
 """
 import argparse
+import csv
 import base64
 import json
 import subprocess
@@ -107,6 +108,17 @@ def main():
           all(len(h["weights"]) == 3 for l in snaps.get("layers", []) for h in l["heads"]))
     res = run(browser + [str(page), "--expect-snapshots"], want=None)
     check("the encoder page passes the browser test", res.returncode == 0, browser_result(res))
+    # The page and `qkv heads` show the same labels and scores (both on the first 64 test examples).
+    heads_csv = work / "sort_heads.csv"
+    run([qkv, "heads", str(run_dir / "best.h5"), "--csv", str(heads_csv)])
+    with open(heads_csv, newline="") as f:
+        table = [r for r in csv.DictReader(f) if r["layer"] != "baseline"]
+    shown = [(l["name"], h.get("label", ""), round(h["scores"].get("entropy", -1), 6))
+             for l in doc["layers"] for h in l["heads"]]
+    listed = [(r["layer"], r["label"], round(float(r["entropy"]), 6)) for r in table]
+    check("the page's labels and entropies are those of qkv heads", shown == listed, f"{shown} vs {listed}")
+    check("no induction score for a model that does not predict the next token",
+          all("induction" not in h["scores"] for l in doc["layers"] for h in l["heads"]))
     bare = work / "bare.html"
     run([qkv, "view", str(run_dir / "best.h5"), "--out", str(bare), "--no-snapshots"])
     check("--no-snapshots leaves them out", "snapshots" not in page_data(bare)[0])

@@ -55,6 +55,14 @@ class HeadAblation {
   nn::HookScope<float> scope_;
 };
 
+/// `batch` scored only at the tokens that have a partner under `relation` (one of
+/// task.relation_names(), e.g. "verb->object", also written "verb-object": the verbs): targets
+/// elsewhere become kIgnore. For
+/// a masked model these are the masked verbs, so ablated_metrics on it asks how well the model
+/// still predicts that role's tokens. ValueError naming the relation (with a did-you-mean) for an
+/// unknown one or a task without relations.
+data::Batch restrict_to_relation(const data::Task& task, const data::Batch& batch, const std::string& relation);
+
 /// Held-out metrics of `batch` (model::evaluate) with `heads` ablated (none: the intact model).
 model::EvalMetrics ablated_metrics(model::TaskModel& model, const data::Batch& batch, const std::vector<HeadRef>& heads,
                                    AblationMode mode, const std::vector<Array<float>>* means = nullptr);

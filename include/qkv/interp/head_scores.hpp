@@ -14,11 +14,16 @@
 ///   induction       on sequences r r of N random tokens, twice: mean_{i>=N} w[i, i-N+1], the
 ///                   weight from a token to the token after its previous occurrence (Olsson et
 ///                   al. 2022; TransformerLens's induction score). Self and causal layers of
-///                   models that read one sequence (encoder, decoder)
+///                   models that predict the next token (text, induction, grammar as a causal LM)
 ///   retrieval       recall tasks (recall, mqar): the share of scored queries whose largest weight
 ///                   falls on the first earlier occurrence of the query's token (the key) or the
 ///                   position after it (its value); seq2seq_recall: of the cross-attention layers,
 ///                   the first occurrence of the decoder's query token in the source
+///   <relation>      tasks with gold relations (the grammar: "verb->subject", "verb->object", ...;
+///                   Batch::relations): over the tokens t that have a partner word p under the
+///                   relation, the share whose largest weight falls on a token of p (Clark et al.
+///                   2019, "What does BERT look at?"). Its baseline: the best fixed offset, the
+///                   largest share over offsets o of those tokens for which t + o is a token of p.
 ///
 /// Scores that do not apply are NaN (shown as "-").
 
@@ -51,6 +56,21 @@ std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& to
 std::vector<double> retrieval_scores(const Array<float>& w, const IndexArray& query_tokens, const IndexArray& key_tokens,
                                      const IndexArray& targets, bool earlier);
 
+/// Per head: the role score of relation `relation` (an index into Batch::relations) of weights w
+/// (B, H, Tq, Tk) over `batch` (its words (B, T) and relations (B, R, T); Tq = Tk = T), with the
+/// number of tokens that have the relation. NaN when none has it.
+std::vector<double> role_scores(const Array<float>& w, const data::Batch& batch, std::size_t relation, std::size_t* count = nullptr);
+
+/// The best fixed offset for a relation: the offset o whose position t + o is a token of the
+/// partner word for the largest share of the tokens that have the relation (what a head that
+/// only looks a fixed distance away scores). share NaN when no token has the relation.
+struct OffsetBaseline {
+  long offset = 0;
+  double share = 0;
+  std::size_t count = 0;  ///< tokens that have the relation
+};
+OffsetBaseline role_baseline(const data::Batch& batch, std::size_t relation);
+
 /// The scores of one head (see the file comment); NaN where a score does not apply.
 struct HeadScores {
   std::string layer;            ///< the attention layer's dotted name ("blocks.0.attn")
@@ -59,21 +79,31 @@ struct HeadScores {
   model::AttentionKind kind = model::AttentionKind::Self;
   double entropy = NAN, max_weight = NAN, previous_token = NAN, first_token = NAN, self = NAN, induction = NAN,
          retrieval = NAN;
+  /// Role scores, one per relation of the task (Task::relation_names(), in order); empty for
+  /// tasks without relations; NaN for cross-attention layers and relations no token has.
+  std::vector<std::pair<std::string, double>> roles;
   std::string label;  ///< head_label(): "" when no score passes its threshold
 };
 
-/// The score names in table order, and a head's score by name (NaN for an unknown name).
-const std::vector<std::string>& score_names();
+/// The score names in table order: the pattern scores, then the relations of `task` (none
+/// without a task); and a head's score by name (NaN for a name it has no score for).
+std::vector<std::string> score_names(const data::Task* task = nullptr);
 double score(const HeadScores& s, const std::string& name);
 
-/// Label thresholds: a head is labelled by the pattern score that passes its threshold by the
-/// largest margin (score / threshold): "previous-token" (previous_token >= 0.5), "first-token"
-/// (first_token >= 0.5), "self" (self >= 0.5), "induction" (induction >= 0.4), "retrieval"
-/// (retrieval >= 0.5). Chance levels sit far below: a uniform causal head scores about 2/T.
+/// Label thresholds: a head is labelled by a relation (e.g. "verb->object") when its role score is
+/// at least `role` and beats the relation's best fixed offset by at least `role_margin` (the
+/// relation with the largest lead wins); otherwise by the pattern score that passes its
+/// threshold by the largest margin (score / threshold): "previous-token" (previous_token >=
+/// 0.5), "first-token" (first_token >= 0.5), "self" (self >= 0.5), "induction" (induction >=
+/// 0.4), "retrieval" (retrieval >= 0.5). Chance levels sit far below: a uniform causal head
+/// scores about 2/T.
 struct LabelThresholds {
   double previous_token = 0.5, first_token = 0.5, self = 0.5, induction = 0.4, retrieval = 0.5;
+  double role = 0.5, role_margin = 0.1;
 };
-std::string head_label(const HeadScores& s, const LabelThresholds& t = {});
+/// `baselines`: the best fixed offset's share per relation (in HeadScores::roles order); no role
+/// label without them.
+std::string head_label(const HeadScores& s, const LabelThresholds& t = {}, const std::vector<double>& baselines = {});
 
 struct HeadScoreOptions {
   std::size_t examples = 64;   ///< held-out examples scored (the first ones of the split given)
@@ -89,7 +119,8 @@ IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t 
 
 /// Per attention layer (model order), per head: the induction score on `count` rows of
 /// repeated_random_tokens(count, task.input_length(), task.input_vocab(), seed), run in eval mode
-/// without recording; NaN for cross-attention layers. Empty for encoder-decoder tasks and T < 4.
+/// without recording; NaN for cross-attention layers. Empty for tasks that do not predict the next
+/// token (labelling, masked, encoder-decoder) and for T < 4.
 std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const data::Task& task, std::size_t count,
                                                   std::uint64_t seed, std::size_t batch_size = 64);
 
@@ -112,9 +143,26 @@ struct LayerPattern {
 std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
                                        const data::Batch& batch, const LabelThresholds& thresholds = {});
 
-/// The table `qkv heads` prints: one line per head, "-" for NaN.
-std::string format_head_scores(const std::vector<HeadScores>& scores);
-/// CSV with a header: layer,layer_index,head,kind,<score_names()>,label (NaN as an empty field).
-std::string head_scores_csv(const std::vector<HeadScores>& scores);
+/// How alike two heads attend: per attention layer (model order), an (H, H) matrix of the mean
+/// Jensen-Shannon divergence, in bits (0: the same rows; 1: disjoint), between heads a and b's
+/// weight rows on the same queries, JS(p, q) = (KL(p || m) + KL(q || m)) / 2 with m = (p + q) / 2,
+/// averaged over the first `examples` rows of `heldout` and their query rows that carry weight.
+/// In eval mode without recording.
+std::vector<Array<double>> head_divergence(model::TaskModel& model, const data::Batch& heldout, std::size_t examples,
+                                           std::size_t batch_size = 64);
+/// The same for one layer's weights w (B, H, Tq, Tk): (H, H).
+Array<double> pattern_divergence(const Array<float>& w);
+/// CSV with a header: layer,layer_index,head_a,head_b,js_bits (every pair a < b of each layer).
+std::string head_divergence_csv(model::TaskModel& model, const std::vector<Array<double>>& divergence);
+
+/// The best fixed offset of every relation of `task` over `batch` (Task::relation_names() order).
+std::vector<OffsetBaseline> role_baselines(const data::Task& task, const data::Batch& batch);
+
+/// The table `qkv heads` prints: one line per head, "-" for NaN; with role scores, a second table
+/// of them (a column per relation) and its baseline row.
+std::string format_head_scores(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines = {});
+/// CSV with a header: layer,layer_index,head,kind,<score names>,label (NaN as an empty field); with
+/// role scores, a last row "baseline" holding the best fixed offset's share of each relation.
+std::string head_scores_csv(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines = {});
 
 }  // namespace qkv::interp

@@ -20,12 +20,16 @@ struct ViewerContent {
   std::string title;
   const Snapshots* snapshots = nullptr;
   std::size_t snapshot_example = 0;
+  /// The scores and labels to show, one per head in model order (e.g. head_scores on the test
+  /// split, what `qkv heads` prints); null: the pattern scores of this one input.
+  const std::vector<HeadScores>* scores = nullptr;
 };
 
 /// The viewer's JSON for `row` (a batch of one example) run through `model` in eval mode without
 /// recording (the model's mode is restored): per attention layer (model order) its name, kind,
-/// query and key token labels, and per head its weights, its pattern scores on this input plus
-/// the model's induction score (head_scores.hpp; NaN scores are left out) and its label.
+/// query and key token labels, and per head its weights, its scores and label: content.scores
+/// when given, else its pattern scores on this input plus the model's induction score
+/// (head_scores.hpp; NaN scores are left out).
 /// `options` gives the model summary (arch, d_model, layers, heads, head_dim). Snapshots must
 /// come from the same model (the layer names, kinds and head counts are checked: ValueError
 /// naming the layer otherwise). ShapeError when `row` is not one example.

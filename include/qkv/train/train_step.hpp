@@ -34,8 +34,10 @@ struct StepResult {
 };
 
 /// forward -> loss -> backward (per micro-batch) -> average over ranks -> clip -> update -> zero_grad.
-/// Every rank scores the same number of tokens per example, so the mean of the ranks' mean
-/// losses is the global mean.
+/// The loss and its gradient are the mean over every scored token of the global batch: a
+/// micro-batch's mean loss is weighted by its share of the scored tokens (masked models score a
+/// different number of tokens per example), so any split into ranks and micro-batches gives the
+/// same update (to rounding).
 StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
                       const StepOptions& options, dist::DataParallel& dp);
 

@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""Heads at fixed width on a character LM (experiments/lm_heads/README.md): the report.
+
+    lm_heads.py RUNS.csv SWEEP_DIR... --out DIR
+
+RUNS.csv is score.py's (--checkpoint last.h5 --columns model.heads): test bits per char of every
+run at the end of its budget. SWEEP_DIRs hold the runs' metrics.csv, for the plateau check: the
+validation loss at the last evaluation against the one a quarter of the budget earlier (a run has
+converged to its budget when it improved by less than 2% over that last quarter). Prints the
+table and the tests stated in the README before the runs; writes DIR/bits.png.
+"""
+import argparse
+import csv
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from experiments import stats  # noqa: E402
+
+PLATEAU = 0.02
+
+
+def plateau_gain(run_dir):
+    rows = list(csv.DictReader(open(run_dir / "metrics.csv", newline="")))
+    rows = [r for r in rows if r["eval_loss"] not in ("", "nan")]
+    if len(rows) < 4:
+        return math.nan
+    last = rows[-1]
+    steps = int(float(last["step"]))
+    earlier = min(rows, key=lambda r: abs(int(float(r["step"])) - 0.75 * steps))
+    return (float(earlier["eval_loss"]) - float(last["eval_loss"])) / float(earlier["eval_loss"])
+
+
+def fmt(est):
+    m, lo, hi = est[:3]
+    return f"{m:.3f}" if math.isnan(lo) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("runs")
+    ap.add_argument("sweeps", nargs="+")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    rows = [r for r in csv.DictReader(open(a.runs, newline="")) if r.get("test_bits_per_char") not in (None, "")]
+    run_dirs = {}
+    for d in a.sweeps:
+        for r in csv.DictReader(open(Path(d) / "results.csv", newline="")):
+            run_dirs[(r["run"], r["model.heads"])] = Path(d) / "runs" / r["run"]
+    hs = sorted({int(r["model.heads"]) for r in rows})
+    by_h = {h: [r for r in rows if int(r["model.heads"]) == h] for h in hs}
+    cpus = sorted({r.get("cpu", "") for r in rows} - {""})
+    print(f"{len(rows)} runs; CPU: {', '.join(cpus) or 'unknown'}; every number on the test split, at the last step.\n")
+    print("| h | d_k = d_v | lr | test bits/char, mean [t 95%] | n | runs on their plateau (< 2% gain in the last quarter) |")
+    print("|---|---|---|---|---|---|")
+    means = {}
+    for h in hs:
+        v = [float(r["test_bits_per_char"]) for r in by_h[h]]
+        means[h] = sum(v) / len(v)
+        gains = [plateau_gain(run_dirs[(r["run"], r["model.heads"])]) for r in by_h[h] if (r["run"], r["model.heads"]) in run_dirs]
+        flat = sum(g < PLATEAU for g in gains if not math.isnan(g))
+        print(f"| {h} | {64 // h} | {by_h[h][0]['lr']} | {fmt(stats.t_interval(v))} | {len(v)} | {flat}/{len(gains)} |")
+    best = min(means, key=means.get)
+    print(f"\nBest mean: h = {best}. Tests stated before the runs (experiments/lm_heads/README.md):\n")
+    # T1: each h against the best one, Holm-corrected permutation tests on the difference of means.
+    tests = []
+    for h in hs:
+        if h == best:
+            continue
+        x = [float(r["test_bits_per_char"]) for r in by_h[h]]
+        y = [float(r["test_bits_per_char"]) for r in by_h[best]]
+        p = stats.permutation_test(x, y)[1] if len(x) > 1 and len(y) > 1 else math.nan
+        tests.append((h, sum(x) / len(x) - sum(y) / len(y), p))
+    adjusted = stats.holm([p for _, _, p in tests]) if tests else []
+    for (h, diff, p), q in zip(tests, adjusted):
+        print(f"- h = {h} vs h = {best}: {diff:+.3f} bits/char, permutation p = {p:.4f}, Holm-adjusted {q:.4f}")
+    # T2: more heads beyond 8 add noise: a rising trend of bits/char over h in {8, 16, 32}.
+    x = [int(r["model.heads"]) for r in rows if int(r["model.heads"]) >= 8]
+    y = [float(r["test_bits_per_char"]) for r in rows if int(r["model.heads"]) >= 8]
+    if len(set(x)) > 1:
+        rho, p = stats.spearman_test(x, y, alternative="greater")
+        print(f"- Trend over h = 8, 16, 32 (more heads, more bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for h in hs:
+            v = [float(r["test_bits_per_char"]) for r in by_h[h]]
+            ax.scatter([h] * len(v), v, s=12, color="grey")
+        ax.plot(hs, [means[h] for h in hs], marker="o", color="black")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("heads (width 64, d_k = d_v = 64 / h)")
+        ax.set_ylabel("test bits per char (last step)")
+        ax.set_title("Heads at fixed width, char LM on fortunes")
+        fig.tight_layout()
+        fig.savefig(Path(a.out) / "bits.png", dpi=100)
+    except ImportError:
+        pass
+
+
+if __name__ == "__main__":
+    main()
