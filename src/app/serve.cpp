@@ -22,10 +22,6 @@
 namespace qkv::app {
 namespace {
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 std::string url_host(const std::string& host) { return host.find(':') != std::string::npos ? "[" + host + "]" : host; }
 
 // What httplib answers by itself (a body over the limit, a malformed request line) gets a JSON
@@ -79,12 +75,8 @@ int serve(const ServeArgs& a) {
                         "--port 0 picks a free port");
     StudioOptions options;
     options.run_dir = a.run;
-    const bool loopback = is_loopback(a.host);
-    if (loopback)
-      for (const char* name : {"127.0.0.1", "localhost", "[::1]"})
-        options.allowed_hosts.push_back(std::string(name) + ":" + std::to_string(port));
-    if (loopback && a.host != "127.0.0.1" && a.host != "localhost" && a.host != "::1")
-      options.allowed_hosts.push_back(a.host + ":" + std::to_string(port));
+    const Exposure exposed = exposure(a.host, port);
+    options.allowed_hosts = exposed.allowed_hosts;
     Studio studio(std::move(models), options);
 
     server.set_payload_max_length(options.max_body);
@@ -119,9 +111,7 @@ int serve(const ServeArgs& a) {
     std::printf("qkv studio: http://%s:%d/  (%zu checkpoint%s%s; Ctrl-C stops it)\n", url_host(a.host).c_str(), port,
                 studio.size(), studio.size() == 1 ? "" : "s", a.run.empty() ? "" : (", following " + a.run).c_str());
     std::fflush(stdout);
-    if (!loopback)
-      std::fprintf(stderr, "qkv serve: --host %s: the studio is open to the network: anyone who can reach this machine on "
-                   "port %d can use it and run the models (there is no login)\n", a.host.c_str(), port);
+    if (!exposed.warning.empty()) std::fprintf(stderr, "qkv serve: %s\n", exposed.warning.c_str());
 
     InterruptScope interrupt;
     std::atomic<bool> done{false};

@@ -368,6 +368,20 @@ StudioResponse error_response(int status, const std::string& message) {
 
 }  // namespace
 
+Exposure exposure(const std::string& host, int port) {
+  Exposure e;
+  const std::string p = ":" + std::to_string(port);
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (!loopback) {
+    e.warning = "--host " + host + ": the studio is open to the network: anyone who can reach this machine on port " +
+                std::to_string(port) + " can use it and run the models (there is no login)";
+    return e;
+  }
+  for (const char* name : {"127.0.0.1", "localhost", "[::1]"}) e.allowed_hosts.push_back(name + p);
+  if (host != "127.0.0.1" && host != "localhost" && host != "::1") e.allowed_hosts.push_back(host + p);
+  return e;
+}
+
 std::unique_ptr<ServedModel> serve_model(model::LoadedModel loaded, std::string data_note) {
   auto s = std::make_unique<ServedModel>();
   s->loaded = std::move(loaded);

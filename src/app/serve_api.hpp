@@ -88,6 +88,17 @@ std::unique_ptr<ServedModel> load_served(const std::string& path, bool want_data
 /// reads as exactly one token. ValueError naming `what` otherwise, or for a class >= `classes`.
 Index token_class(const data::Task& task, std::size_t classes, const std::string& token, bool ids, const std::string& what);
 
+/// How `qkv serve --host HOST --port PORT` is exposed. On a loopback address (127.0.0.0/8,
+/// localhost, ::1) the studio answers only Host headers naming it (127.0.0.1:PORT, localhost:PORT,
+/// [::1]:PORT and HOST:PORT), a guard against DNS rebinding, and `warning` is empty; on any other
+/// address any Host is answered and `warning` is the line printed on start: the page is open to
+/// the network, with no login.
+struct Exposure {
+  std::vector<std::string> allowed_hosts;  ///< StudioOptions::allowed_hosts
+  std::string warning;                     ///< "" on loopback
+};
+Exposure exposure(const std::string& host, int port);
+
 class Studio {
  public:
   Studio(std::vector<std::unique_ptr<ServedModel>> models, StudioOptions options);

@@ -150,6 +150,24 @@ TEST_CASE("studio: the page, its assets and the models are served, unknown pages
   CHECK(error_of(post(s, "/api/reload", "{}"), 400).find("built in memory") != std::string::npos);
 }
 
+TEST_CASE("studio: --host on loopback answers only its own names; any other address is announced as open") {
+  const app::Exposure local = app::exposure("127.0.0.1", 8080);
+  CHECK(local.warning.empty());
+  CHECK(local.allowed_hosts == std::vector<std::string>{"127.0.0.1:8080", "localhost:8080", "[::1]:8080"});
+  CHECK(app::exposure("::1", 9000).warning.empty());
+  CHECK(app::exposure("localhost", 9000).allowed_hosts.size() == 3);
+  const app::Exposure other_loopback = app::exposure("127.0.0.2", 9000);
+  CHECK(other_loopback.warning.empty());
+  CHECK(other_loopback.allowed_hosts.back() == "127.0.0.2:9000");
+  for (const std::string host : {"0.0.0.0", "192.168.1.5", "::", "128.0.0.1"}) {
+    const app::Exposure open = app::exposure(host, 8080);
+    CAPTURE(host);
+    CHECK(open.allowed_hosts.empty());
+    CHECK(open.warning == "--host " + host + ": the studio is open to the network: anyone who can reach this machine on "
+                          "port 8080 can use it and run the models (there is no login)");
+  }
+}
+
 TEST_CASE("studio: analyze gives every head's weights, the answer and the loss, and the explanation the library gives") {
   app::Studio s = fuzz::make_studio();
   auto models = fuzz::studio_models();

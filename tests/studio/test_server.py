@@ -144,6 +144,40 @@ def reload(qkv, srv, served, other):
     c.close()
 
 
+def run_files(srv, run_dir):
+    """--run: a snapshots.h5 replaced by a damaged file keeps the last good snapshots on screen,
+    with the error; the good file again clears it. metrics.csv is read as it is at each request."""
+    c = su.Client(srv)
+    snaps = run_dir / "snapshots.h5"
+    good = snaps.read_bytes()
+    s, before, _ = c.get("/api/run")
+    _, w0, _ = c.get("/api/snapshot?step=1")
+    tmp = run_dir / "snapshots.h5.tmp"
+    tmp.write_bytes(good[: len(good) // 2])  # as a crashed writer would leave it, published by rename
+    os.replace(tmp, snaps)
+    s, during, _ = c.get("/api/run")
+    s2, w1, _ = c.get("/api/snapshot?step=1")
+    check("--run: a damaged snapshots.h5 keeps the last good snapshots, with the error naming the file",
+          s == 200 and during["snapshots"]["steps"] == before["snapshots"]["steps"] and "snapshots.h5" in
+          during["snapshots_note"] and s2 == 200 and w1["layers"] == w0["layers"], during.get("snapshots_note", "")[:120])
+    tmp.write_bytes(good)
+    os.replace(tmp, snaps)
+    s, after, _ = c.get("/api/run")
+    check("--run: the good file again clears the error", s == 200 and after["snapshots_note"] == "" and
+          after["snapshots"]["steps"] == before["snapshots"]["steps"], after.get("snapshots_note", "")[:120])
+    metrics = run_dir / "metrics.csv"
+    rows = metrics.read_text().splitlines()
+    tmp = run_dir / "metrics.csv.tmp"
+    tmp.write_text("\n".join(rows[:2]) + "\n")
+    os.replace(tmp, metrics)
+    s, fewer, _ = c.get("/api/run")
+    check("--run: metrics.csv is read again at each request", s == 200 and len(fewer["metrics"]["rows"]) == 1 and
+          len(before["metrics"]["rows"]) == len(rows) - 1, f"{len(fewer['metrics']['rows'])} rows of {len(rows) - 1}")
+    tmp.write_text("\n".join(rows) + "\n")
+    os.replace(tmp, metrics)
+    c.close()
+
+
 def soak(srv, n):
     """n mixed requests (good and bad) on one keep-alive connection; RSS after a warm-up and at the end."""
     c = su.Client(srv)
@@ -217,6 +251,7 @@ def main():
         endpoints(srv, su.Client(srv), work)
         parallel(srv)
         reload(qkv, srv, served, g2)
+        run_files(srv, work / "gzh")
         soak(srv, a.soak)
         status = srv.stop()
         check("Ctrl-C stops the server with status 0", status == 0 and "stopped" in "".join(srv.out), f"status {status}")
