@@ -14,7 +14,8 @@ On a model of configs/zh.yaml's shape (3 layers, width 128, 4 heads, vocabulary 
      as the page measures it, and as seen over the DevTools protocol;
   3. memory: the server's resident set after a warm-up of 500 requests and after 10,000 more
      (good and bad requests mixed).
-Prints a Markdown report (the CPU from /proc/cpuinfo first) and writes it to --out.
+Prints a Markdown report (its first line names the CPU from /proc/cpuinfo, as bench/results/README.md
+asks) and writes it to --out.
 """
 import argparse
 import importlib.util
@@ -176,10 +177,10 @@ def main():
         print(f"trained configs/zh.yaml for {a.steps} steps in {time.monotonic() - t:.0f} s", flush=True)
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     load0 = os.getloadavg()
-    lines = [f"# The studio: {cpu()}", "",
-             f"Commit {commit}; `tools/studio_bench.py --qkv build/qkv` (checkpoint: configs/zh.yaml, "
-             f"{'trained ' + str(a.steps) + ' steps' if not a.checkpoint else a.checkpoint}); qkv serve at 1 thread; "
-             f"load average {load0[0]:.2f} at the start (a shared machine).", ""]
+    lines = [f"# {time.strftime('%Y-%m-%d', time.gmtime())}: the studio (qkv serve) on {cpu()}", "",
+             f"CPU: {cpu()}. Code: {commit}. Command: `tools/studio_bench.py --qkv build/qkv` (checkpoint: "
+             f"configs/zh.yaml, {'trained ' + str(a.steps) + ' steps' if not a.checkpoint else a.checkpoint}); "
+             f"qkv serve at 1 thread; load average {load0[0]:.2f} at the start (a shared machine).", ""]
     with su.Server(qkv, ckpt, "--threads", "1") as server:
         client = su.Client(server)
         _, models, _ = client.get("/api/models")
@@ -219,6 +220,19 @@ def main():
         lines += mem_lines
         client.close()
     load1 = os.getloadavg()
+    med = statistics.median
+    grew = after - before
+    rows = [("server: 64-token analyze (every head, the answer, one query's explanation), 1 thread", "< 30 ms",
+             f"{med(full_srv):.1f} ms in the server, {med(full):.1f} ms round trip (medians)", med(full) < 30),
+            ("server: a head toggle", "< 30 ms", f"{med(toggle_srv):.1f} ms in the server, {med(toggle):.1f} ms round trip",
+             med(toggle) < 30),
+            (f"page: keystroke to a redrawn grid of {heads} heads at 64 tokens", "< 100 ms",
+             f"{med(inpage):.1f} ms in the page (p90 {pct(inpage, 0.9):.1f}), {med(cdp):.1f} ms over DevTools",
+             med(inpage) < 100),
+            (f"memory over {a.requests} requests", "flat", f"{grew:+d} kB ({before / 1024:.1f} -> {after / 1024:.1f} MB)",
+             grew < 4096)]
+    lines += ["", "## Against the targets", "", "| target | wanted | measured | met |", "|---|---|---|---|"]
+    lines += [f"| {r[0]} | {r[1]} | {r[2]} | {'yes' if r[3] else 'NO'} |" for r in rows]
     lines += ["", f"Load average at the end: {load1[0]:.2f}."]
     if a.out:
         a.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
