@@ -150,7 +150,7 @@ TEST_CASE("studio: the page, its assets and the models are served, unknown pages
   CHECK(error_of(post(s, "/api/reload", "{}"), 400).find("built in memory") != std::string::npos);
 }
 
-TEST_CASE("studio: --host on loopback answers only its own names; any other address is announced as open") {
+TEST_CASE("studio: --host on loopback answers only its own names, any other address is announced as open") {
   const app::Exposure local = app::exposure("127.0.0.1", 8080);
   CHECK(local.warning.empty());
   CHECK(local.allowed_hosts == std::vector<std::string>{"127.0.0.1:8080", "localhost:8080", "[::1]:8080"});
