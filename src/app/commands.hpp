@@ -126,6 +126,30 @@ struct ViewArgs {
 /// A self-contained HTML page of every head on one input (docs/viewer.md).
 int view(const ViewArgs& args);
 
+struct PatchArgs {
+  std::string checkpoint, clean, corrupt;
+  bool ids = false;                         ///< --clean, --corrupt, --answer and --wrong are token ids
+  std::string mask_text = data::kMaskText;  ///< how a mask is spelt in the inputs (masked models)
+  bool has_position = false;
+  std::size_t position = 0;
+  std::string answer, wrong;  ///< tokens; "" = the clean / corrupted run's most likely one
+  bool json = false;
+  int threads = 0;
+};
+/// Activation patching (interp/patching.hpp): per layer and head, the share of the logit
+/// difference between the clean and the corrupted input that patching the head's output restores.
+int patch(const PatchArgs& args);
+
+struct ServeArgs {
+  std::vector<std::string> checkpoints;
+  std::string run;                ///< a run directory to follow (metrics.csv, snapshots.h5)
+  std::string host = "127.0.0.1";
+  int port = 8080;                ///< 0: any free port (printed)
+  int threads = 1;
+};
+/// The studio (docs/studio.md): a local web application over the served checkpoints, until Ctrl-C.
+int serve(const ServeArgs& args);
+
 struct SweepArgs {
   std::string file;
   std::vector<std::string> overrides;

@@ -282,6 +282,34 @@ int main(int argc, char** argv) {
     status = qkv::app::view(vw);
   });
 
+  qkv::app::PatchArgs pa;
+  auto* patch = instrument("patch", "Activation patching: the share of the answer each head's output carries from a clean "
+                                    "input into a corrupted one", pa.checkpoint, pa.threads);
+  patch->add_option("--clean", pa.clean, "The clean input text (token ids with --ids)")->required();
+  patch->add_option("--corrupt", pa.corrupt, "The corrupted input, as long as the clean one")->required();
+  patch->add_flag("--ids", pa.ids, "--clean, --corrupt, --answer and --wrong are token ids (synthetic tasks)");
+  patch->add_option("--mask-text", pa.mask_text, "How a mask is written in the inputs, for masked models (default [MASK])");
+  patch->add_option("--position", pa.position,
+                    "Output position measured (default: the first mask of a masked model's clean input, else the last)")
+      ->check(whole_number(0));
+  patch->add_option("--answer", pa.answer, "The clean answer token (default: the clean run's most likely token there)");
+  patch->add_option("--wrong", pa.wrong, "The corrupted answer token (default: the corrupted run's most likely token)");
+  patch->add_flag("--json", pa.json, "Every number as JSON, for tools");
+  patch->callback([&] {
+    pa.has_position = patch->count("--position") > 0;
+    status = qkv::app::patch(pa);
+  });
+
+  qkv::app::ServeArgs sv;
+  auto* serve = app.add_subcommand("serve", "The studio: a local web page to type inputs and watch every head of your "
+                                            "models, remove and patch heads, and follow a training run");
+  serve->add_option("checkpoints", sv.checkpoints, "Checkpoints (.h5) to serve")->required();
+  serve->add_option("--run", sv.run, "A run directory to follow as it trains: its loss curves and training snapshots");
+  serve->add_option("--host", sv.host, "Address to listen on (default 127.0.0.1: this machine only)");
+  serve->add_option("--port", sv.port, "Port (default 8080; 0: a free port, printed)")->check(whole_number(0, 65535));
+  serve->add_option("--threads", sv.threads, "Threads per request (default 1)")->check(whole_number(1, 1024));
+  serve->callback([&] { status = qkv::app::serve(sv); });
+
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
   info->callback([&] { status = qkv::app::info(); });
 

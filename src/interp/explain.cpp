@@ -107,6 +107,7 @@ QueryExplanation explain_query(model::TaskModel& model, const data::Task& task, 
     t.model_weight = w(0, head, query, j);
     if (!t.masked) top = std::max(top, t.scaled);
     e.keys.push_back(t);
+    e.k.push_back(kj);
     e.v.push_back(at(cache[name + ".hook_v"], head, j));
   }
   double total = 0;
@@ -204,7 +205,8 @@ std::string explanation_json(const QueryExplanation& e) {
     out << (j ? "," : "") << "{\"key\":" << t.key << ",\"token\":" << json_string(e.key_tokens[j])
         << ",\"raw\":" << json_number(t.raw) << ",\"scaled\":" << json_number(t.scaled)
         << ",\"masked\":" << (t.masked ? "true" : "false") << ",\"weight\":" << json_number(t.weight)
-        << ",\"model_weight\":" << json_number(t.model_weight) << ",\"v\":" << json_array(e.v[j]) << "}";
+        << ",\"model_weight\":" << json_number(t.model_weight) << ",\"k\":" << json_array(e.k[j])
+        << ",\"v\":" << json_array(e.v[j]) << "}";
   }
   out << "],\"output\":" << json_array(e.output) << ",\"model_output\":" << json_array(e.model_output)
       << ",\"weight_error\":" << json_number(e.weight_error) << ",\"output_error\":" << json_number(e.output_error)

@@ -26,6 +26,12 @@ TEST_CASE("explain: the hand-set previous-token head's query 5 puts its weight o
     CHECK(k.scaled == doctest::Approx(k.raw * e.scale));
   }
   CHECK(total == doctest::Approx(1.0));
+  REQUIRE(e.k.size() == m.T);  // k_j, as the studio draws them: s_j = q . k_j
+  for (auto& k : e.keys) {
+    double dot = 0;
+    for (std::size_t d = 0; d < e.q.size(); ++d) dot += e.q[d] * e.k[k.key][d];
+    CHECK(k.raw == doctest::Approx(dot));
+  }
   CHECK(e.keys[4].weight > 0.99);
   CHECK(e.weight_error < 1e-5);
   CHECK(e.output_error < 1e-4);

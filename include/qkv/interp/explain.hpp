@@ -40,6 +40,7 @@ struct QueryExplanation {
   model::AttentionKind kind = model::AttentionKind::Self;
   std::vector<std::string> query_tokens, key_tokens;
   std::vector<double> q;               ///< q_i (D)
+  std::vector<std::vector<double>> k;  ///< k_j (Tk x D)
   std::vector<std::vector<double>> v;  ///< v_j (Tk x Dv)
   double scale = 0;
   std::vector<KeyTerm> keys;           ///< in key order

@@ -1,0 +1,341 @@
+#!/usr/bin/python3
+"""The studio in a real browser: headless Chromium over the DevTools protocol against `qkv serve`,
+its numbers checked against the qkv command's on the same checkpoint.
+
+    browser_test.py --qkv BUILD/qkv --workdir DIR [--shots DIR]
+
+1. Trains two tiny models (a masked encoder of the Chinese grammar with snapshots, and a decoder
+   on token ids), serves both with --run on the first, and opens the page.
+2. The first view is the textbook's: 猫喜欢追逐老鼠, query 追, in the head that puts the most weight
+   on 猫 and 老鼠; the step-by-step numbers in the DOM equal `qkv explain --json`'s.
+3. Types a sentence (Input.insertText, one character per keystroke; the redraw latency of each is
+   printed), clicks a query token and a head with the real mouse: the numbers again equal
+   `qkv explain --json`'s; clicks a token to hide it: the fills equal `qkv fill`'s.
+4. Removes a head with its switch: the held-out loss and accuracy equal `qkv ablate --heads`'s.
+5. Patching: types a clean and a corrupted input, clicks "Patch every head": every head's share
+   equals `qkv patch --json`'s; clicking a head shows its numbers.
+6. A character outside the vocabulary: the server's message naming input.text is shown.
+7. 中文: the page's words switch, and the Chinese tokens render as glyphs (not tofu).
+8. Training: the loss curves and the snapshot grid are drawn; the slider changes the step.
+9. The second model (token ids): typed ids give the next-token distribution.
+10. No error from the page: console errors, exceptions, failed requests other than the one
+    deliberate 400 of step 6.
+Exit 0 when every check passed. Needs Debian's chromium and fonts-wqy-microhei, /usr/bin/python3
+with matplotlib (tests/viewer/browser_test.py, whose DevTools client this reuses).
+"""
+import argparse
+import importlib.util
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import studio_util as su  # noqa: E402
+
+spec = importlib.util.spec_from_file_location("viewer_browser_test", HERE.parent / "viewer" / "browser_test.py")
+bt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bt)
+
+TEXTBOOK = "猫喜欢追逐老鼠"
+
+
+def close(a, b, tol=1e-9):
+    return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
+
+
+def dom_explain(page):
+    """The step-by-step table as the page shows it: per key its data-v numbers and texts."""
+    return page.eval("""[...document.querySelectorAll('#step-body tr[data-key]')].map((tr) => {
+      const c = (k) => tr.querySelector('td.' + k);
+      return {key: +tr.dataset.key, raw: +c('raw').dataset.v, scaled: c('scaled').dataset.v,
+              weight: +c('weight').dataset.v, raw_text: c('raw').textContent, weight_text: c('weight').textContent,
+              token: tr.querySelector('td.tk').textContent};
+    })""")
+
+
+def compare_explain(check, page, qkv, ckpt, text, layer, head, query, what):
+    cli = su.cli(qkv, "explain", ckpt, "--text", text, "--layer", layer, "--head", head, "--query", query, "--json",
+                 json_out=True)
+    rows = dom_explain(page)
+    ok = len(rows) == len(cli["keys"])
+    worst = 0.0
+    for row, k in zip(rows, cli["keys"]):
+        scaled = float("-inf") if row["scaled"] == "-inf" else float(row["scaled"])
+        ok &= row["key"] == k["key"] and row["token"] == k["token"]
+        ok &= close(row["raw"], k["raw"]) and close(row["weight"], k["weight"])
+        ok &= (k["masked"] and scaled == float("-inf")) or (not k["masked"] and close(scaled, k["scaled"]))
+        ok &= row["raw_text"] == f"{k['raw']:.4f}" and row["weight_text"] == f"{k['weight']:.4f}"
+        worst = max(worst, abs(row["weight"] - k["weight"]), abs(row["raw"] - k["raw"]))
+    st = page.eval("qkvStudio.state().explain")
+    ok &= st == {"layer": layer, "head": head, "query": query}
+    check(f"{what}: the DOM's q.k, scaled scores and weights equal qkv explain --json's", ok,
+          f"{len(rows)} keys of head {layer}.{head}, query {query}; largest difference {worst:.1e}")
+    return cli
+
+
+def wait_drawn(page, timeout=30):
+    return page.wait_for("(() => { const s = qkvStudio.state(); return s.drawnSeq === s.seq && !s.inflight; })()", timeout)
+
+
+def wait_explained(page, timeout=30):
+    """Until the step-by-step view shows the input the grid shows (it follows 120 ms after typing)."""
+    return page.wait_for("(() => { const s = qkvStudio.state(); return s.drawnSeq === s.seq && s.explain && "
+                         "s.explainFor === s.resultSeq; })()", timeout)
+
+
+def wait_explain(page, layer, head, query, timeout=30):
+    want = json.dumps({"layer": layer, "head": head, "query": query}, separators=(",", ":"))
+    return page.wait_for(f"JSON.stringify(qkvStudio.state().explain) === {json.dumps(want)} && "
+                         f"document.querySelectorAll('#step-body tr[data-key]').length > 0", timeout)
+
+
+def click(page, selector):
+    b = page.eval(f"qkvStudio.box({json.dumps(selector)})")
+    if not b:
+        raise bt.CDPError(f"no element {selector}")
+    page.click(b["x"] + b["w"] / 2, b["y"] + b["h"] / 2)
+
+
+def type_text(page, selector, text, per_key=None):
+    """Focus `selector`, select its text and type `text` one character at a time (Input.insertText,
+    as an input method commits a character); per_key(i) after each."""
+    page.eval(f"(() => {{ const e = document.querySelector({json.dumps(selector)}); e.focus(); e.select(); }})()")
+    page.call("Input.dispatchKeyEvent", {"type": "keyDown", "key": "Backspace", "code": "Backspace",
+                                         "windowsVirtualKeyCode": 8, "nativeVirtualKeyCode": 8})
+    page.call("Input.dispatchKeyEvent", {"type": "keyUp", "key": "Backspace", "code": "Backspace",
+                                         "windowsVirtualKeyCode": 8, "nativeVirtualKeyCode": 8})
+    for i, ch in enumerate(text):
+        page.call("Input.insertText", {"text": ch})
+        if per_key:
+            per_key(i)
+
+
+def run(a, check):
+    work = a.workdir
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    shots = a.shots
+    t0 = time.monotonic()
+    g = su.tiny_grammar(a.qkv, work / "gzh", steps=30)
+    ind = su.tiny_induction(a.qkv, work / "ind", steps=20)
+    print(f"  trained two tiny models in {time.monotonic() - t0:.1f} s", flush=True)
+    server = su.Server(a.qkv, g, ind, "--run", work / "gzh")
+    browser = bt.start_browser("/usr/bin/chromium")
+    page = bt.Page(browser)
+    try:
+        page.navigate(server.url + "/")
+        check("page ready", page.wait_for("window.qkvStudio && qkvStudio.ready && qkvStudio.state().explain", 60))
+        wait_drawn(page)
+        st = page.eval("qkvStudio.state()")
+        check("first input: the textbook sentence", "".join(st["tokens"]).startswith(TEXTBOOK), "".join(st["tokens"]))
+        # the textbook head: the largest weight share of query 追 (3) on 猫, 老, 鼠 (0, 5, 6)
+        sel = st["sel"]
+        best = None
+        cli_all = su.cli(a.qkv, "explain", g, "--text", TEXTBOOK, "--query", 3, "--json", json_out=True)
+        for e in cli_all:
+            share = sum(k["weight"] for k in e["keys"] if k["key"] in (0, 5, 6))
+            if best is None or share > best[0] + 1e-12:
+                best = (share, e["layer_index"], e["head"])
+        check("the walk starts at query 追 in the head that looks most at 猫 and 老鼠",
+              sel == {"layer": best[1], "head": best[2], "query": 3},
+              f"page: {sel['layer']}.{sel['head']}, qkv explain: {best[1]}.{best[2]} ({100 * best[0]:.0f}%)")
+        intro = page.eval("document.getElementById('step-intro').textContent")
+        check("the textbook's words are on screen", "猫喜欢追逐老鼠" in intro and f"{best[1]}.{best[2]}" in intro, intro[:80])
+        compare_explain(check, page, a.qkv, g, TEXTBOOK, sel["layer"], sel["head"], 3, "textbook view")
+        check("six steps drawn (q, k and q.k, scale, mask, softmax, weighted sum)",
+              page.eval("document.querySelectorAll('#step-body .step').length") == 6 and
+              page.eval("document.querySelectorAll('#step-body canvas').length") >= 3)
+        if shots:
+            page.screenshot(save=str(shots / "look.png"))
+
+        # 3. type a sentence, one keystroke at a time
+        sentence = "我爱吃苹果"
+        latencies, cdp_ms = [], []
+
+        def after_key(i):
+            t = time.monotonic()
+            wait_drawn(page)
+            cdp_ms.append(1000 * (time.monotonic() - t))
+            latencies.append(page.eval("qkvStudio.state().timings.latency"))
+
+        type_text(page, "#text", sentence, after_key)
+        st = page.eval("qkvStudio.state()")
+        check("typed: the grid shows the new sentence", "".join(st["tokens"]) == sentence + "。", "".join(st["tokens"]))
+        lat = sorted(x for x in latencies if x is not None)
+        check("each keystroke redrew the grid (hang guard 2 s, not the benchmark)", lat and lat[-1] < 2000,
+              f"keystroke to redrawn grid: median {lat[len(lat) // 2]:.0f} ms, max {lat[-1]:.0f} ms over {len(lat)} "
+              f"keystrokes (in-page, event time to the next frame); seen over DevTools {max(cdp_ms):.0f} ms at most")
+        check("grid: one canvas per head",
+              page.eval("document.querySelectorAll('#grid .cell canvas').length") == 2 * 4)
+        # click query 吃 (2) with the mouse
+        check("the step-by-step view follows the typed sentence", wait_explained(page))
+        click(page, "#queries .tok[data-i='2']")
+        layer, head = page.eval("qkvStudio.state().sel.layer"), page.eval("qkvStudio.state().sel.head")
+        check("clicking a query token explains it", wait_explain(page, layer, head, 2))
+        compare_explain(check, page, a.qkv, g, sentence, layer, head, 2, "query 吃 clicked")
+        # click another head's square
+        click(page, "#grid .cell[data-layer='1'][data-head='2'] canvas")
+        check("clicking a head's square explains that head", wait_explain(page, 1, 2, 2))
+        compare_explain(check, page, a.qkv, g, sentence, 1, 2, 2, "head 1.2 clicked")
+
+        # hide 吃 behind [MASK] by clicking its token: the fills are qkv fill's
+        click(page, "#tokens .tok[data-i='2']")
+        wait_drawn(page)
+        page.wait_for("document.querySelectorAll('#answer .fill').length === 1", 20)
+        fills = page.eval("[...document.querySelectorAll('#answer .fill .cand')].map((c) => "
+                          "[c.querySelector('.t').textContent, c.querySelector('.p').textContent])")
+        out = su.cli(a.qkv, "fill", g, "--text", "我爱[MASK]苹果")
+        line = next(l for l in out.splitlines() if "mask 1" in l)
+        want = re.findall(r"(\S+) (\d\.\d{4})", line.split(":", 1)[1])
+        check("a clicked token is masked: the fills equal qkv fill's", [tuple(f) for f in fills] == want,
+              f"page {fills[:3]}..., qkv fill {want[:3]}...")
+        loss = page.eval("document.getElementById('loss').dataset.loss")
+        check("the loss scores the hidden token", loss != "" and float(loss) > 0, f"loss {loss}")
+        click(page, "#tokens .tok[data-i='2']")  # back
+        wait_drawn(page)
+
+        # 4. remove head 1.0 with its switch: the held-out numbers are qkv ablate's
+        click(page, "#grid .cell[data-layer='1'][data-head='0'] .sw")
+        check("the switch removes the head", page.wait_for(
+            "(() => { const s = qkvStudio.state(); return s.heldout && s.heldout.ablated.length === 1 && "
+            "s.drawnSeq === s.seq; })()", 60))
+        hd = page.eval("(() => { const h = document.getElementById('heldout'); return {loss: +h.dataset.loss, "
+                       "acc: +h.dataset.accuracy, heads: h.dataset.heads, text: h.textContent}; })()")
+        out = su.cli(a.qkv, "ablate", g, "--heads", "1.0", "--examples", 64)
+        m = re.search(r"without 1\.0: loss (\d+\.\d+) .*token accuracy (\d+\.\d+)%", out)
+        check("removing 1.0: the held-out loss and accuracy equal qkv ablate --heads 1.0's",
+              m and hd["heads"] == "1.0" and f"{hd['loss']:.4f}" == m.group(1) and f"{100 * hd['acc']:.2f}" == m.group(2)
+              and m.group(1) in hd["text"], f"page {hd['loss']:.4f} / {100 * hd['acc']:.2f}%, qkv ablate "
+              f"{m.group(1) if m else '?'} / {m.group(2) if m else '?'}%")
+        check("a removed head is greyed, the loss line compares with all heads",
+              page.eval("document.querySelector(\"#grid .cell[data-layer='1'][data-head='0']\").classList.contains('off')"))
+        if shots:
+            page.screenshot(save=str(shots / "ablate.png"))
+        click(page, "#restore")
+        page.wait_for("qkvStudio.state().heldout && qkvStudio.state().heldout.ablated.length === 0", 60)
+
+        # 5. patching
+        click(page, "#tabs button[data-tab='patch']")
+        type_text(page, "#clean", "我爱[MASK]苹果")
+        type_text(page, "#corrupt", "我爱[MASK]牛奶")
+        type_text(page, "#p-answer", "吃")
+        type_text(page, "#p-wrong", "喝")
+        click(page, "#p-run")
+        ok = page.wait_for("(() => { const p = qkvStudio.state().patch; return p && p.answer_token === '吃' && "
+                           "p.wrong_token === '喝'; })()", 60)
+        check("patching: every head patched", ok)
+        cells = page.eval("[...document.querySelectorAll('#p-grid .pc[data-layer]')].map((c) => "
+                          "[+c.dataset.layer, +c.dataset.head, c.dataset.v])")
+        cli_p = su.cli(a.qkv, "patch", g, "--clean", "我爱[MASK]苹果", "--corrupt", "我爱[MASK]牛奶", "--answer", "吃",
+                       "--wrong", "喝", "--json", json_out=True)
+        want = {(l, h): hd["restored"] for l, layer in enumerate(cli_p["layers"]) for h, hd in enumerate(layer["heads"])}
+        same = len(cells) == len(want) and all(
+            (want[(l, h)] is None and v == "") or (want[(l, h)] is not None and v != "" and close(float(v), want[(l, h)]))
+            for l, h, v in cells)
+        check("patching: each head's share equals qkv patch --json's", same,
+              f"{len(cells)} heads; e.g. 0.0: page {cells[0][2] if cells else '?'}, qkv patch {want.get((0, 0))}")
+        click(page, "#p-grid .pc[data-layer='1'][data-head='1']")
+        detail = page.eval("document.getElementById('p-detail').textContent")
+        check("clicking a patched head shows its numbers", "1.1" in detail and "吃" in detail, detail[:90])
+        if shots:
+            page.screenshot(save=str(shots / "patch.png"))
+        click(page, "#tabs button[data-tab='look']")
+
+        # 6. a character the model does not know
+        type_text(page, "#text", "我爱Ω")  # 我 and 我爱 are read as plain tokens; 我爱Ω is refused (a 400)
+        wait_drawn(page)
+        err = page.eval("document.getElementById('input-error').textContent")
+        check("a character outside the vocabulary: the server's message naming input.text",
+              "input.text" in err and "Ω" in err, err[:120])
+        type_text(page, "#text", TEXTBOOK)
+        wait_drawn(page)
+        check("the message goes once the input is right",
+              page.eval("document.getElementById('input-error').hidden"))
+
+        # 7. 中文
+        click(page, "#langs button[data-lang='zh']")
+        check("中文: the page's words switch", page.eval("document.querySelector(\"#tabs button[data-tab='look']\")"
+                                                         ".textContent") == "看注意力" and
+              "一步一步" in page.eval("document.querySelector('#steps .ptitle').textContent"))
+        glyph_js = bt.GLYPH_JS.replace("document.querySelector('#lv .tok .t') || document.querySelector('#tokens .tk')",
+                                       "document.querySelector('#tokens .tok')")
+        chars = bt.han_chars(TEXTBOOK)
+        r = page.eval(f"({glyph_js})({json.dumps(chars)})")
+        real = [c["ch"] for c in r["chars"] if c["ink"] >= 15 and c["vsTofu"] >= 15 and c["vsOthers"] >= 10]
+        check("Chinese tokens render as distinct glyphs, not tofu", len(real) == len(chars) and r["wqyInstalled"],
+              f"{len(real)}/{len(chars)} real glyphs in {r['family'][:60]}...; WenQuanYi installed: {r['wqyInstalled']}")
+        if shots:
+            page.wait_for("qkvStudio.state().explain", 20)
+            page.screenshot(save=str(shots / "look-zh.png"))
+        click(page, "#langs button[data-lang='en']")
+
+        # 8. training, live
+        click(page, "#tabs button[data-tab='train']")
+        ok = page.wait_for("qkvStudio.state().snap && +document.getElementById('curves').dataset.points > 0", 30)
+        st = page.eval("qkvStudio.state()")
+        check("training: loss curves and the newest snapshot drawn", ok and st["snap"]["step"] == 30,
+              f"snapshot {st['snap']}")
+        page.eval("(() => { const s = document.getElementById('snap-step'); s.value = '0';"
+                  " s.dispatchEvent(new Event('input')); })()")
+        check("the slider goes back to step 0", page.wait_for("qkvStudio.state().snap.step === 0", 20))
+        check("snapshot grid: a canvas per head", page.eval("document.querySelectorAll('#snap-grid canvas').length") == 8)
+        if shots:
+            page.screenshot(save=str(shots / "train.png"))
+        click(page, "#tabs button[data-tab='look']")
+
+        # 9. the second model: token ids, a decoder
+        page.eval("(() => { const s = document.getElementById('model'); s.value = '1';"
+                  " s.dispatchEvent(new Event('change')); })()")
+        wait_drawn(page)
+        type_text(page, "#text", "1 2 3 4 1 2")
+        wait_drawn(page)
+        st = page.eval("qkvStudio.state()")
+        check("token ids: a decoder's next-token distribution",
+              st["tokens"] == ["1", "2", "3", "4", "1", "2"] and st["answer"]["kind"] == "next" and
+              page.eval("document.querySelectorAll('#answer .cand').length") == 5, f"tokens {st['tokens']}")
+
+        errors = page.page_errors()
+        unexpected = [e for e in errors if not ("status of 400" in e and "/api/analyze" in e)]
+        deliberate = len(errors) - len(unexpected)
+        check("no error from the page (but the one deliberate 400 of the unknown character)",
+              not unexpected and not page.eval("qkvStudio.errors.length") and deliberate == 1,
+              "; ".join(unexpected[:3]) or f"{deliberate} 400 response(s) to /api/analyze")
+    finally:
+        page.close()
+        browser.close()
+        status = server.stop()
+        check("the server stops on Ctrl-C with status 0", status == 0, f"exit status {status}")
+        if server.err:
+            print("  server stderr: " + "".join(server.err)[-800:])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--qkv", required=True)
+    ap.add_argument("--workdir", required=True, type=Path)
+    ap.add_argument("--shots", type=Path)
+    a = ap.parse_args()
+    a.qkv = str(Path(a.qkv).resolve())
+    ok, why = su.environment_ok()
+    if not ok:
+        print(f"studio browser test: {why}")
+        return 1
+    if a.shots:
+        a.shots.mkdir(parents=True, exist_ok=True)
+    check = su.Checks()
+    t0 = time.monotonic()
+    try:
+        run(a, check)
+    except (bt.CDPError, RuntimeError) as e:
+        check("the test ran to the end", False, str(e))
+    print(f"studio browser test: {'PASS' if not check.failed else 'FAIL'} in {time.monotonic() - t0:.1f} s"
+          + (f"; failed: {', '.join(check.failed)}" if check.failed else ""))
+    return 0 if not check.failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
