@@ -227,9 +227,6 @@ int info() {
   return 0;
 }
 
-}  // namespace qkv::app
-
-namespace qkv::app {
 int generate(const GenerateArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
@@ -288,9 +285,6 @@ int generate(const GenerateArgs& a) {
   });
 }
 
-}  // namespace qkv::app
-
-namespace qkv::app {
 
 int fill(const FillArgs& a) {
   return guarded([&] {

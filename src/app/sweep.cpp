@@ -16,8 +16,6 @@
 #include <sstream>
 #include <thread>
 
-#include <yaml-cpp/yaml.h>
-
 #include "qkv/config/config.hpp"
 #include "qkv/tensor/random.hpp"
 
@@ -26,11 +24,6 @@ extern char** environ;
 namespace qkv::app {
 namespace fs = std::filesystem;
 namespace {
-
-config::ConfigError sweep_error(const std::string& file, const YAML::Node& node, const std::string& key,
-                                const std::string& message) {
-  return config::ConfigError(file, node.IsDefined() ? node.Mark().line + 1 : 0, key, message);
-}
 
 // "model.heads" -> "heads": short names for run directories, unless two keys would collide.
 std::vector<std::string> short_names(const std::vector<std::string>& keys) {
@@ -82,47 +75,15 @@ bool finished(const std::string& dir) { return fs::exists(fs::path(dir) / "resul
 
 SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& extra,
                      const std::vector<std::uint64_t>& seed_override, const std::vector<std::string>& grid_override) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw config::ConfigError(path, 0, "", "cannot read the sweep file");
-  } catch (const YAML::Exception& e) {
-    throw config::ConfigError(path, e.mark.line + 1, "", "YAML syntax error: " + e.msg);
-  }
-  if (!root.IsMap()) throw config::ConfigError(path, 1, "", "a sweep file is a mapping with base, set, grid, seeds, out");
+  const config::SweepFile file = config::load_sweep_file(path);
   SweepPlan plan;
   plan.file = path;
-  for (auto kv : root) {
-    const std::string key = kv.first.as<std::string>();
-    if (key != "base" && key != "set" && key != "grid" && key != "seeds" && key != "out")
-      throw sweep_error(path, kv.first, key, "unknown key; expected one of base, set, grid, seeds, out");
-  }
-  if (!root["base"] || !root["base"].IsScalar())
-    throw sweep_error(path, root, "base", "missing: the config file every run starts from");
-  plan.base = (fs::path(path).parent_path() / root["base"].as<std::string>()).lexically_normal().string();
-  plan.out = root["out"] ? root["out"].as<std::string>() : "sweeps/" + fs::path(path).stem().string();
-
-  std::vector<std::string> common;
-  if (auto set = root["set"]) {
-    if (!set.IsMap()) throw sweep_error(path, set, "set", "expected a mapping of section.key: value");
-    for (auto kv : set) common.push_back(kv.first.as<std::string>() + "=" + kv.second.as<std::string>());
-  }
+  plan.base = file.base;
+  plan.out = file.out;
+  std::vector<std::string> common = file.set;
   common.insert(common.end(), extra.begin(), extra.end());
-
   std::vector<std::vector<std::string>> values;
-  if (auto grid = root["grid"]) {
-    if (!grid.IsMap()) throw sweep_error(path, grid, "grid", "expected a mapping of section.key: [values]");
-    for (auto kv : grid) {
-      const std::string key = kv.first.as<std::string>();
-      if (!kv.second.IsSequence() || kv.second.size() == 0)
-        throw sweep_error(path, kv.second, "grid." + key, "expected a non-empty list of values");
-      plan.grid_keys.push_back(key);
-      std::vector<std::string> v;
-      for (auto x : kv.second) v.push_back(x.as<std::string>());
-      values.push_back(v);
-    }
-  }
+  for (auto& [key, v] : file.grid) plan.grid_keys.push_back(key), values.push_back(v);
   for (auto& g : grid_override) {  // --grid KEY=V1,V2: this key's values instead of the file's
     const auto eq = g.find('=');
     const std::string key = g.substr(0, eq);
@@ -136,23 +97,8 @@ SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& ex
     std::stringstream ss(g.substr(eq + 1));
     for (std::string x; std::getline(ss, x, ',');) v.push_back(x);
   }
-  std::vector<std::string> seeds = {"1", "2", "3"};
-  if (auto s = root["seeds"]) {
-    if (!s.IsSequence() || s.size() == 0) throw sweep_error(path, s, "seeds", "expected a non-empty list of seeds");
-    seeds.clear();
-    for (auto x : s) {
-      try {
-        seeds.push_back(std::to_string(x.as<std::uint64_t>()));
-      } catch (const YAML::Exception&) {
-        throw sweep_error(path, x, "seeds", "expected non-negative integers, found '" + x.as<std::string>() + "'");
-      }
-    }
-  }
-
-  if (!seed_override.empty()) {
-    seeds.clear();
-    for (auto s : seed_override) seeds.push_back(std::to_string(s));
-  }
+  std::vector<std::string> seeds;
+  for (auto s : seed_override.empty() ? file.seeds : seed_override) seeds.push_back(std::to_string(s));
 
   // Every combination of the grid, in order (the last key varies fastest), times every seed.
   const auto names = short_names(plan.grid_keys);
@@ -254,7 +200,10 @@ int run_sweep(const SweepPlan& plan, const SweepOptions& opt, dist::Comm& comm) 
     std::vector<std::string> args = {opt.executable, "train", plan.base, "--quiet", "--threads", std::to_string(threads)};
     for (auto& o : run.overrides) args.insert(args.end(), {"--set", o});
     args.insert(args.end(), {"--set", "run.out=" + dir.string()});
+    // An interrupted run continues from its last.h5; one stopped before its first last.h5 (the
+    // sweep's own, unfinished: no result.csv) starts again in place.
     if (fs::exists(dir / "last.h5")) args.insert(args.end(), {"--resume", (dir / "last.h5").string()});
+    else if (fs::exists(dir / "config.yaml")) args.push_back("--overwrite");
     fs::remove(dir / "failed");
 
     posix_spawn_file_actions_t actions;

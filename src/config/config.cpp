@@ -277,68 +277,74 @@ Field field(const char* s, const char* k, const char* member, std::optional<doub
 }
 static_assert(std::is_same_v<std::uint64_t, std::size_t>, "seed is stored as an unsigned field");
 
+// A field whose member has the key's name.
+template <class V, class... Table>
+Field field(const char* s, const char* k, V& v, const Table&... table) {
+  return field(s, k, k, v, table...);
+}
+
 std::vector<Field> fields(Config& c) {
   auto& m = c.model;
   auto& t = c.task;
   auto& o = c.optimizer;
   auto& s = c.schedule;
   auto& r = c.train;
-  return {field("", "seed", "seed", c.seed),
-          field("model", "arch", "arch", m.arch, nn::arch_names()),
-          field("model", "d_model", "d_model", m.d_model),
+  return {field("", "seed", c.seed),
+          field("model", "arch", m.arch, nn::arch_names()),
+          field("model", "d_model", m.d_model),
           field("model", "heads", "attn.num_heads", m.attn.num_heads),
           field("model", "head_dim", "attn.head_dim", m.attn.head_dim),
           field("model", "value_dim", "attn.value_dim", m.attn.value_dim),
-          field("model", "layers", "layers", m.layers),
+          field("model", "layers", m.layers),
           field("model", "d_ff", "ff.hidden", m.ff.hidden),
-          field("model", "dropout", "dropout", m.dropout),
+          field("model", "dropout", m.dropout),
           field("model", "attn_dropout", "attn.dropout", m.attn.dropout),
           field("model", "activation", "ff.activation", m.ff.activation, nn::activation_names()),
-          field("model", "norm_first", "norm_first", m.norm_first),
-          field("model", "positional", "positional", m.positional, nn::positional_names()),
+          field("model", "norm_first", m.norm_first),
+          field("model", "positional", m.positional, nn::positional_names()),
           field("model", "attention", "attn.impl", m.attn.impl, nn::attention_impl_names()),
           field("model", "scale", "attn.scale", m.attn.scale),
           field("model", "qk_init_gain", "attn.qk_init_gain", m.attn.qk_init_gain),
-          field("model", "tie_embeddings", "tie_embeddings", m.tie_embeddings),
-          field("model", "attn_only", "attn_only", m.attn_only),
-          field("task", "name", "name", t.name, data::task_names()),
-          field("task", "vocab", "vocab", t.vocab), field("task", "length", "length", t.length),
-          field("task", "pairs", "pairs", t.pairs), field("task", "queries", "queries", t.queries),
-          field("task", "eval_size", "eval_size", t.eval_size), field("task", "train_size", "train_size", t.train_size),
-          field("task", "path", "path", t.path),
-          field("task", "tokenizer", "tokenizer", t.tokenizer, data::tokenizer_names()),
-          field("task", "clean", "clean", t.clean, data::text_clean_names()),
-          field("task", "val_fraction", "val_fraction", t.val_fraction),
-          field("task", "test_fraction", "test_fraction", t.test_fraction),
-          field("task", "train_fraction", "train_fraction", t.train_fraction),
-          field("task", "segment", "segment", t.segment),
-          field("task", "objective", "objective", t.objective, data::objective_names()),
-          field("task", "mask_rate", "mask_rate", t.mask_rate),
-          field("task", "language", "language", t.language, data::language_names()),
-          field("optimizer", "name", "name", o.name, optim::optimizer_names()),
-          field("optimizer", "lr", "lr", o.lr),
-          field("optimizer", "weight_decay", "weight_decay", o.weight_decay),
+          field("model", "tie_embeddings", m.tie_embeddings),
+          field("model", "attn_only", m.attn_only),
+          field("task", "name", t.name, data::task_names()),
+          field("task", "vocab", t.vocab), field("task", "length", t.length),
+          field("task", "pairs", t.pairs), field("task", "queries", t.queries),
+          field("task", "eval_size", t.eval_size), field("task", "train_size", t.train_size),
+          field("task", "path", t.path),
+          field("task", "tokenizer", t.tokenizer, data::tokenizer_names()),
+          field("task", "clean", t.clean, data::text_clean_names()),
+          field("task", "val_fraction", t.val_fraction),
+          field("task", "test_fraction", t.test_fraction),
+          field("task", "train_fraction", t.train_fraction),
+          field("task", "segment", t.segment),
+          field("task", "objective", t.objective, data::objective_names()),
+          field("task", "mask_rate", t.mask_rate),
+          field("task", "language", t.language, data::language_names()),
+          field("optimizer", "name", o.name, optim::optimizer_names()),
+          field("optimizer", "lr", o.lr),
+          field("optimizer", "weight_decay", o.weight_decay),
           field("optimizer", "beta1", "beta1", o.beta1), field("optimizer", "beta2", "beta2", o.beta2),
-          field("optimizer", "eps", "eps", o.eps), field("optimizer", "momentum", "momentum", o.momentum),
-          field("optimizer", "dampening", "dampening", o.dampening),
-          field("optimizer", "nesterov", "nesterov", o.nesterov),
-          field("optimizer", "decay_bias_and_norm", "decay_bias_and_norm", o.decay_bias_and_norm),
-          field("optimizer", "clip_grad_norm", "clip_grad_norm", o.clip_grad_norm),
-          field("schedule", "name", "name", s.name, optim::schedule_names()),
-          field("schedule", "warmup_steps", "warmup_steps", s.warmup_steps),
-          field("schedule", "step_size", "step_size", s.step_size), field("schedule", "min_lr", "min_lr", s.min_lr),
-          field("schedule", "gamma", "gamma", s.gamma),
-          field("train", "steps", "steps", r.steps), field("train", "batch_size", "batch_size", r.batch_size),
-          field("train", "accumulate", "accumulate", r.accumulate),
-          field("train", "eval_every", "eval_every", r.eval_every),
-          field("train", "checkpoint_every", "checkpoint_every", r.checkpoint_every),
-          field("train", "log_every", "log_every", r.log_every),
-          field("train", "target_accuracy", "target_accuracy", r.target_accuracy),
-          field("train", "label_smoothing", "label_smoothing", r.label_smoothing),
-          field("train", "threads", "threads", r.threads), field("train", "diagnostics", "diagnostics", r.diagnostics),
-          unsized(field("train", "snapshot_every", "snapshot_every", r.snapshot_every)),
-          unsized(field("train", "snapshot_examples", "snapshot_examples", r.snapshot_examples)),
-          field("run", "out", "out", c.run.out)};
+          field("optimizer", "eps", o.eps), field("optimizer", "momentum", o.momentum),
+          field("optimizer", "dampening", o.dampening),
+          field("optimizer", "nesterov", o.nesterov),
+          field("optimizer", "decay_bias_and_norm", o.decay_bias_and_norm),
+          field("optimizer", "clip_grad_norm", o.clip_grad_norm), field("optimizer", "qk_gain", o.qk_gain),
+          field("schedule", "name", s.name, optim::schedule_names()),
+          field("schedule", "warmup_steps", s.warmup_steps),
+          field("schedule", "step_size", s.step_size), field("schedule", "min_lr", s.min_lr),
+          field("schedule", "gamma", s.gamma),
+          field("train", "steps", r.steps), field("train", "batch_size", r.batch_size),
+          field("train", "accumulate", r.accumulate),
+          field("train", "eval_every", r.eval_every),
+          field("train", "checkpoint_every", r.checkpoint_every),
+          field("train", "log_every", r.log_every),
+          field("train", "target_accuracy", r.target_accuracy),
+          field("train", "label_smoothing", r.label_smoothing),
+          field("train", "threads", r.threads), field("train", "diagnostics", r.diagnostics),
+          unsized(field("train", "snapshot_every", r.snapshot_every)),
+          unsized(field("train", "snapshot_examples", r.snapshot_examples)),
+          field("run", "out", c.run.out)};
 }
 
 void assign(const Field& f, const YAML::Node& v, const Where& at) { f.assign(v, at); }
@@ -635,21 +641,36 @@ void check_nesting(const std::string& text, const std::string& source) {
   }
 }
 
+/// The YAML document in `text` (from `source`): text, not binary; nested at most kMaxNesting deep.
+YAML::Node load_yaml(const std::string& text, const std::string& source) {
+  if (const std::string what = not_yaml(text); !what.empty()) fail({source, 0}, "", what);
+  check_nesting(text, source);
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail({source, e.mark.is_null() ? 0 : e.mark.line + 1}, "", "YAML syntax error: " + e.msg);
+  }
+}
+
+/// The text of the `what` file at `path` ("config", "sweep file"), within io::kMaxTextFileBytes.
+std::string read_text(const std::string& path, const std::string& what) {
+  if (path.empty()) fail({"<" + what + ">", 0}, "", "cannot read the " + what + ": empty path");
+  try {
+    return io::read_file(path, io::kMaxTextFileBytes, what);
+  } catch (const io::IoError& e) {
+    const std::string message = e.what(), prefix = what + " " + path + ": ";
+    fail({path, 0}, "", "cannot read the " + what + ": " +
+                            (message.compare(0, prefix.size(), prefix) == 0 ? message.substr(prefix.size()) : message));
+  }
+}
+
 Config parse_with_origins(const std::string& yaml_text, const std::string& source_name,
                           const std::vector<std::string>& overrides, bool resources = true,
                           std::size_t memory_budget = 0) {
   Config c;
   c.source = source_name;
   Origins origins;
-  if (const std::string what = not_yaml(yaml_text); !what.empty()) fail({source_name, 0}, "", what);
-  check_nesting(yaml_text, source_name);
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    fail({source_name, e.mark.is_null() ? 0 : e.mark.line + 1}, "", "YAML syntax error: " + e.msg);
-  }
-  parse_document(root, source_name, c, origins);
+  parse_document(load_yaml(yaml_text, source_name), source_name, c, origins);
   for (auto& o : overrides) apply_override(o, c, origins);
   validate_impl(c, origins, resources ? memory_budget : 0);
   return c;
@@ -672,15 +693,7 @@ Config parse_config(const std::string& yaml_text, const std::string& source_name
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides, std::size_t memory_budget) {
-  if (path.empty()) fail({"<config>", 0}, "", "cannot read the config: empty path");
-  std::string text;
-  try {
-    text = io::read_file(path, io::kMaxTextFileBytes, "config");
-  } catch (const io::IoError& e) {
-    const std::string what = e.what(), prefix = "config " + path + ": ";
-    fail({path, 0}, "", "cannot read the config: " + (what.compare(0, prefix.size(), prefix) == 0 ? what.substr(prefix.size()) : what));
-  }
-  return parse_with_origins(text, path, overrides, true, memory_budget);
+  return parse_with_origins(read_text(path, "config"), path, overrides, true, memory_budget);
 }
 
 Config apply_overrides(Config config, const std::vector<std::string>& overrides) {
@@ -759,6 +772,64 @@ std::vector<std::pair<std::string, std::string>> reference() {
     out.emplace_back(f.path(), what);
   }
   return out;
+}
+
+namespace {
+
+// A scalar of the sweep file at `key`, or ConfigError saying what was found instead.
+std::string sweep_scalar(const YAML::Node& node, const std::string& file, const std::string& key) {
+  if (!node.IsScalar())
+    fail({file, line_of(node)}, key, std::string("expected a single value, found ") +
+                                         (node.IsSequence() ? "a list" : node.IsMap() ? "a mapping" : "nothing"));
+  return node.as<std::string>();
+}
+
+}  // namespace
+
+SweepFile load_sweep_file(const std::string& path) {
+  const YAML::Node root = load_yaml(read_text(path, "sweep file"), path);
+  if (!root.IsMap()) fail({path, 1}, "", "a sweep file is a mapping with the keys base, set, grid, seeds, out");
+  SweepFile f;
+  f.path = path;
+  const std::vector<std::string> keys = {"base", "set", "grid", "seeds", "out"};
+  for (auto kv : root) {
+    const std::string key = sweep_scalar(kv.first, path, "");
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      fail({path, line_of(kv.first)}, key, "unknown key" + did_you_mean(key, keys) + " (a sweep file has " + join(keys) + ")");
+  }
+  if (!root["base"]) fail({path, 1}, "base", "missing: the config file every run starts from");
+  namespace fs = std::filesystem;
+  f.base = (fs::path(path).parent_path() / sweep_scalar(root["base"], path, "base")).lexically_normal().string();
+  f.out = root["out"] ? sweep_scalar(root["out"], path, "out") : "sweeps/" + fs::path(path).stem().string();
+  if (auto set = root["set"]) {
+    if (!set.IsMap()) fail({path, line_of(set)}, "set", "expected a mapping of section.key: value");
+    for (auto kv : set) {
+      const std::string key = sweep_scalar(kv.first, path, "set");
+      f.set.push_back(key + "=" + sweep_scalar(kv.second, path, "set." + key));
+    }
+  }
+  if (auto grid = root["grid"]) {
+    if (!grid.IsMap()) fail({path, line_of(grid)}, "grid", "expected a mapping of section.key: [values]");
+    for (auto kv : grid) {
+      const std::string key = sweep_scalar(kv.first, path, "grid");
+      if (!kv.second.IsSequence() || kv.second.size() == 0)
+        fail({path, line_of(kv.second)}, "grid." + key, "expected a non-empty list of values");
+      std::vector<std::string> values;
+      for (auto x : kv.second) values.push_back(sweep_scalar(x, path, "grid." + key));
+      f.grid.emplace_back(key, values);
+    }
+  }
+  if (auto seeds = root["seeds"]) {
+    if (!seeds.IsSequence() || seeds.size() == 0) fail({path, line_of(seeds)}, "seeds", "expected a non-empty list of seeds");
+    f.seeds.clear();
+    for (auto x : seeds) {
+      const std::string v = sweep_scalar(x, path, "seeds");
+      if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos || v.size() > 19)
+        fail({path, line_of(x)}, "seeds", "expected non-negative integers (below 10^19), found '" + v + "'");
+      f.seeds.push_back(std::stoull(v));
+    }
+  }
+  return f;
 }
 
 }  // namespace qkv::config

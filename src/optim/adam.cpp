@@ -62,8 +62,10 @@ void update_range(T* w, const T* grad, T* m, T* v, std::size_t lo, std::size_t h
 template <class T>
 void update(const Variable<T>& p, Array<T>& exp_avg, Array<T>& exp_avg_sq, const ParamGroup<T>& g,
             const Scalars& s, bool decoupled) {
-  const Coefs<T> c{T(s.beta1), T(s.beta2), T(1 - s.beta1), T(1 - s.beta2), T(s.eps), T(s.bias2_sqrt),
-                   T(g.lr / s.bias1), T(g.weight_decay), T(1 - g.lr * g.weight_decay),
+  // ParamGroup::gain: W = gain * theta, so W's gradient and moments are theta's over gain.
+  const double gain = g.gain;
+  const Coefs<T> c{T(s.beta1), T(s.beta2), T(1 - s.beta1), T(1 - s.beta2), T(s.eps / gain), T(s.bias2_sqrt),
+                   T(g.lr * gain / s.bias1), T(g.weight_decay / (gain * gain)), T(1 - g.lr * g.weight_decay),
                    g.weight_decay != 0, decoupled};
   T* w = p.data();
   const T* grad = p.grad().data();

@@ -29,17 +29,24 @@ double sum_squares(const T* x, std::size_t n) {
 }  // namespace
 
 template <class T>
-double grad_norm(const std::vector<Variable<T>>& params) {
+double grad_norm(const std::vector<Variable<T>>& params, const std::vector<double>& gains) {
+  if (!gains.empty() && gains.size() != params.size())
+    throw ValueError("grad_norm: expected one gain per parameter (" + std::to_string(params.size()) + "), found " +
+                     std::to_string(gains.size()));
   double total = 0;
-  for (const Variable<T>& p : params)
-    if (p.has_grad()) total += sum_squares(p.grad().data(), p.grad().size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Variable<T>& p = params[i];
+    if (!p.has_grad()) continue;
+    const double s = sum_squares(p.grad().data(), p.grad().size());
+    total += gains.empty() ? s : gains[i] * gains[i] * s;
+  }
   return std::sqrt(total);
 }
 
 template <class T>
-double clip_grad_norm(const std::vector<Variable<T>>& params, double max_norm) {
+double clip_grad_norm(const std::vector<Variable<T>>& params, double max_norm, const std::vector<double>& gains) {
   if (!(max_norm > 0)) throw ValueError("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
-  const double norm = grad_norm(params);
+  const double norm = grad_norm(params, gains);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1) {
     const T c = T(coef);
@@ -57,9 +64,9 @@ double clip_grad_norm(const std::vector<Variable<T>>& params, double max_norm) {
   return norm;
 }
 
-template double grad_norm(const std::vector<Variable<float>>&);
-template double grad_norm(const std::vector<Variable<double>>&);
-template double clip_grad_norm(const std::vector<Variable<float>>&, double);
-template double clip_grad_norm(const std::vector<Variable<double>>&, double);
+template double grad_norm(const std::vector<Variable<float>>&, const std::vector<double>&);
+template double grad_norm(const std::vector<Variable<double>>&, const std::vector<double>&);
+template double clip_grad_norm(const std::vector<Variable<float>>&, double, const std::vector<double>&);
+template double clip_grad_norm(const std::vector<Variable<double>>&, double, const std::vector<double>&);
 
 }  // namespace qkv::optim

@@ -1,6 +1,7 @@
 #include "qkv/optim/optimizer.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <map>
 #include <set>
@@ -30,6 +31,8 @@ Optimizer<T>::Optimizer(std::vector<ParamGroup<T>> groups, std::string name)
     if (!(g.lr >= 0)) throw ValueError(where + ": lr must be >= 0, got " + std::to_string(g.lr));
     if (!(g.weight_decay >= 0))
       throw ValueError(where + ": weight_decay must be >= 0, got " + std::to_string(g.weight_decay));
+    if (!(g.gain > 0) || !std::isfinite(g.gain))
+      throw ValueError(where + ": gain must be a positive number, got " + std::to_string(g.gain));
     for (const auto& [pname, p] : g.params) {
       if (!p.defined()) throw ValueError(where + ": parameter '" + pname + "' is undefined");
       if (!names.insert(pname).second)
@@ -63,6 +66,17 @@ template <class T>
 void Optimizer<T>::set_lr(double lr) {
   if (!(lr >= 0)) throw ValueError(name_ + ".set_lr: lr must be >= 0, got " + std::to_string(lr));
   for (ParamGroup<T>& g : groups_) g.lr = lr;
+}
+
+template <class T>
+std::vector<double> Optimizer<T>::gains_of(const std::vector<Variable<T>>& params) const {
+  if (std::all_of(groups_.begin(), groups_.end(), [](const ParamGroup<T>& g) { return g.gain == 1.0; })) return {};
+  std::map<const void*, double> gain;
+  for (const ParamGroup<T>& g : groups_)
+    for (const auto& [name, p] : g.params) gain[p.id()] = g.gain;
+  std::vector<double> out;
+  for (const Variable<T>& p : params) out.push_back(gain.count(p.id()) ? gain.at(p.id()) : 1.0);
+  return out;
 }
 
 template <class T>

@@ -62,7 +62,7 @@ void SGD<T>::step() {
   const bool nesterov = options_.nesterov;
   const bool use_momentum = options_.momentum != 0;
   this->for_each_with_grad([&](const ParamGroup<T>& g, std::size_t index, const Variable<T>& p) {
-    const T lr = T(g.lr), wd = T(g.weight_decay);
+    const T lr = T(g.lr * g.gain * g.gain), wd = T(g.weight_decay / (g.gain * g.gain));  // ParamGroup::gain
     const bool decay = g.weight_decay != 0;
     T* w = p.data();
     const T* grad = p.grad().data();

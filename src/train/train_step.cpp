@@ -56,7 +56,9 @@ StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::
   const std::vector<Variable<float>>& params = model.parameters();
   dp.average_gradients(params);
   if (o.after_backward) o.after_backward();
-  r.grad_norm = o.clip_grad_norm > 0 ? optim::clip_grad_norm(params, o.clip_grad_norm) : optim::grad_norm(params);
+  const std::vector<double> gains = optimizer.gains_of(params);  // empty unless optimizer.qk_gain is set
+  r.grad_norm = o.clip_grad_norm > 0 ? optim::clip_grad_norm(params, o.clip_grad_norm, gains)
+                                     : optim::grad_norm(params, gains);
   if (!std::isfinite(r.grad_norm)) return r.diverged = "gradient norm", r;
   optimizer.step();
   optimizer.zero_grad();

@@ -139,6 +139,21 @@ TEST_CASE("sweep: bad sweep files name the file, line and key") {
   CHECK(message("base: base.yaml\nseeds: [x]\n").find("seeds") != std::string::npos);
   // An impossible run is found before anything trains: 64 is not divisible by 5 heads.
   CHECK(message("base: base.yaml\ngrid: {model.heads: [5]}\n").find("model.heads") != std::string::npos);
+  // A list where a value belongs, and the other way round: the file, the line and the key.
+  CHECK(message("base: base.yaml\nset:\n  train.steps: [1, 2]\n").find("bad.yaml:3: set.train.steps: expected a single value, found a list") !=
+        std::string::npos);
+  CHECK(message("base: [base.yaml]\n").find("bad.yaml:1: base: expected a single value, found a list") != std::string::npos);
+  CHECK(message("base: base.yaml\nseeds: [-1]\n").find("bad.yaml:2: seeds: expected non-negative integers") != std::string::npos);
+  CHECK(message("base: base.yaml\nseeds: [{a: 1}]\n").find("seeds: expected a single value, found a mapping") != std::string::npos);
+  // Not a sweep file: a directory, a checkpoint, a nesting bomb.
+  try {
+    app::load_sweep(dir);
+    FAIL("a directory was read as a sweep file");
+  } catch (const config::ConfigError& e) {
+    CHECK(std::string(e.what()).find("cannot read the sweep file: is a directory, not a file") != std::string::npos);
+  }
+  CHECK(message("qkv-checkpoint\nformat_version 2\n").find("is a qkv checkpoint") != std::string::npos);
+  CHECK(message("base: " + std::string(100000, '[')).find("nested more than 64 deep") != std::string::npos);
 }
 
 TEST_CASE("sweep: a tiny sweep end to end - runner, results table, rerun skips, report and plot") {
@@ -242,4 +257,29 @@ TEST_CASE("sweep: an interrupted run resumes from its last.h5 and ends as if nev
   for (std::size_t i = 0; i < 2; ++i)
     for (const char* c : {"step", "train_loss", "eval_loss", "eval_token_acc", "blocks.0.attn.entropy", "blocks.0.attn.grad_q"})
       CHECK_MESSAGE(resumed[i][c] == fresh[i][c], c, " at row ", i);
+}
+
+TEST_CASE("sweep: a run stopped before its first last.h5 starts again in place, and ends as a fresh one") {
+  const std::string dir = test::temp_dir("sweep_restart");
+  tiny_sweep(dir);
+  write(dir + "/one.yaml", "base: base.yaml\nset:\n  train.threads: 1\ngrid:\n  model.heads: [2]\nseeds: [1]\n");
+  const std::string qkv = QKV_CLI_PATH;
+  std::string out;
+  // What a kill before the first periodic save leaves: the run's config and metrics, no last.h5.
+  const std::string run = dir + "/a/runs/heads=2_seed=1";
+  REQUIRE_MESSAGE(test::run_command(qkv + " train " + dir + "/base.yaml --quiet --set train.threads=1 --set model.heads=2 "
+                                              "--set seed=1 --set run.out=" + run + " --stop-after 10", &out) == 0, out);
+  fs::remove(run + "/last.h5");
+  REQUIRE(fs::exists(run + "/config.yaml"));
+  REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/a", &out) == 0, out);
+  CHECK_FALSE(fs::exists(run + "/failed"));
+  REQUIRE(fs::exists(run + "/result.csv"));
+  REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/b", &out) == 0, out);
+  auto again = read_csv(run + "/metrics.csv");  // no rows left from the first attempt
+  auto fresh = read_csv(dir + "/b/runs/heads=2_seed=1/metrics.csv");
+  REQUIRE(again.size() == 2);
+  REQUIRE(fresh.size() == 2);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (const char* c : {"step", "train_loss", "eval_loss", "eval_token_acc", "blocks.0.attn.entropy"})
+      CHECK_MESSAGE(again[i][c] == fresh[i][c], c, " at row ", i);
 }

@@ -5,6 +5,15 @@
 #include <algorithm>
 
 namespace qkv::test {
+namespace {
+
+Array<float>& parameter(StateDict<float>& sd, const std::string& name) {
+  for (auto& [n, a] : sd)
+    if (n == name) return a;
+  throw ValueError("constructed model: no parameter " + name);
+}
+
+}  // namespace
 
 Constructed constructed_decoder(double c, double b) {
   constexpr std::size_t T = Constructed::T, V = Constructed::V, C = Constructed::C, D = C / 2;
@@ -17,11 +26,7 @@ Constructed constructed_decoder(double c, double b) {
   Generator gen(0);
   m.model = model::make_model(m.cfg, *m.task, gen);
   StateDict<float> sd = m.model->module().state_dict();
-  auto param = [&](const std::string& name) -> Array<float>& {
-    for (auto& [n, a] : sd)
-      if (n == name) return a;
-    throw ValueError("constructed model: no parameter " + name);
-  };
+  auto param = [&](const std::string& name) -> Array<float>& { return parameter(sd, name); };
   for (auto& [n, a] : sd)
     if (n.find("norm") == std::string::npos) std::fill(a.begin(), a.end(), 0.0f);  // LayerNorms stay (1, 0)
   Array<float>& tok = param("tok_emb.weight");  // (V, C)
@@ -60,11 +65,7 @@ Constructed constructed_role_encoder(double c) {
   Generator gen(0);
   m.model = model::make_model(m.cfg, *m.task, gen);
   StateDict<float> sd = m.model->module().state_dict();
-  auto param = [&](const std::string& name) -> Array<float>& {
-    for (auto& [n, a] : sd)
-      if (n == name) return a;
-    throw ValueError("constructed model: no parameter " + name);
-  };
+  auto param = [&](const std::string& name) -> Array<float>& { return parameter(sd, name); };
   for (auto& [n, a] : sd)
     if (n.find("norm") == std::string::npos) std::fill(a.begin(), a.end(), 0.0f);
   Array<float>& tok = param("tok_emb.weight");  // (V + 2, 256): one-hot

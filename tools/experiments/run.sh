@@ -4,7 +4,7 @@
 #
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, dk_width, scale, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
+# NAME: induction, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
 #   (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|dk_width|scale|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
+    induction|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
+[ ${#names[@]} -gt 0 ] || names=(induction dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -170,6 +170,20 @@ scale() {
     $py $S/scale.py variance "$o/init_variance.csv" "${arms[@]}" --sweeps "$runs/scale" --out "$o/variance.png" \
         --out-end "$o/variance_end.png"
   } > "$o/results.md"
+}
+
+# The exact reparameterisation control (experiments/scale_exact/README.md): scaled, exact and
+# init-only at d_k 512, one lr, 10 seeds, a fixed budget; scored at the last checkpoint.
+scale_exact() {
+  local o; o=$(out_dir scale_exact); mkdir -p "$o"
+  local q=(); [ $quick = 1 ] && q=(--set train.steps=100)
+  local arm
+  for arm in scaled exact init; do
+    sweep experiments/scale_exact/$arm.yaml scale_exact/$arm "${q[@]}"
+    score "$o/$arm.csv" $runs/scale_exact/$arm -- --label arm=$arm --checkpoint last.h5
+  done
+  [ -d $runs/scale_exact/scaled ] || { echo "run.sh: no sweeps in $runs/scale_exact: results.md kept" >&2; return 0; }
+  $py $S/scale.py exact "$o"/{scaled,exact,init}.csv --sweeps $runs/scale_exact > "$o/results.md"
 }
 
 heads() {
@@ -325,35 +339,35 @@ grokking() {
   $py $S/grokking.py "$o/runs.csv" $runs/grokking --out "$o/grokking.png" --steps "$o/steps.csv" > "$o/results.md"
 }
 
-# Who and what heads (experiments/roles/README.md): the lr pilot on tuning seeds, then each head
-# count at its chosen lr, 10 seeds; role scores, head similarity and single-head ablations.
+# pilot_then_main NAME STEPS WARMUP: the lr pilot of experiments/NAME/pilot.yaml on its tuning seeds,
+# then each head count of main.yaml at the lr its pilot chose (an lr at an edge of the grid is
+# reported: the grid must be extended); prints the sweep directories of the reported runs.
+pilot_then_main() {
+  local name=$1 q=() h lr where
+  [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
+  sweep experiments/$name/pilot.yaml $name/pilot "${q[@]}" >&2
+  while read -r h lr where; do
+    [ "$where" = EDGE ] && echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
+    sweep experiments/$name/main.yaml $name/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}" >&2
+    echo "$runs/$name/main/h$h"
+  done < <($py $S/roles.py select $runs/$name/pilot)
+}
+
+# Who and what heads (experiments/roles/README.md): role scores, head similarity and single-head
+# ablations of every reported run.
 roles() {
   local o; o=$(out_dir roles); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set schedule.warmup_steps=20)
-  sweep experiments/roles/pilot.yaml roles/pilot "${q[@]}"
-  local dirs=() h lr where
-  while read -r h lr where; do
-    [ "$where" = EDGE ] && echo "run.sh: roles: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
-    sweep experiments/roles/main.yaml roles/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}"
-    dirs+=("$runs/roles/main/h$h")
-  done < <($py $S/roles.py select $runs/roles/pilot)
+  local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
   $py $S/roles.py select $runs/roles/pilot > "$o/lr.txt"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
 }
 
-# Heads at fixed width on a character LM trained to its budget (experiments/lm_heads/README.md): the
-# lr pilot on tuning seeds, then each head count at its chosen lr, 5 seeds, scored at the last step.
+# Heads at fixed width on a character LM trained to its budget (experiments/lm_heads/README.md),
+# scored at the last step.
 lm_heads() {
   local o; o=$(out_dir lm_heads); mkdir -p "$o"
-  local q=(); [ $quick = 1 ] && q=(--set train.steps=200 --set schedule.warmup_steps=20)
-  sweep experiments/lm_heads/pilot.yaml lm_heads/pilot "${q[@]}"
-  local dirs=() h lr where
-  while read -r h lr where; do
-    [ "$where" = EDGE ] && echo "run.sh: lm_heads: h = $h chose lr $lr, an edge of the pilot's grid: extend it" >&2
-    sweep experiments/lm_heads/main.yaml lm_heads/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}"
-    dirs+=("$runs/lm_heads/main/h$h")
-  done < <($py $S/roles.py select $runs/lm_heads/pilot)
+  local dirs; mapfile -t dirs < <(pilot_then_main lm_heads 200 20)
   $py $S/roles.py select $runs/lm_heads/pilot > "$o/lr.txt"
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"

@@ -3,6 +3,7 @@
 
     scale.py init-variance --out INIT.csv [--seeds 1,...] [--qkv build/qkv]
     scale.py variance INIT.csv ARM.csv... [--sweeps SWEEPS_DIR --out PNG] [--out-end PNG]
+    scale.py exact SCALED.csv EXACT.csv INIT.csv --sweeps SWEEPS_DIR
 
 init-variance: for every d_k in {16, 64, 256, 512}, every seed and every arm (scaled: scale
 1/sqrt(d_k), Xavier gain 1 for W_q and W_k; unscaled: scale 1, gain 1; compensated: scale 1, gain
@@ -20,6 +21,13 @@ run and the median bold, one panel per d_k, and a caption naming the arms and d_
 have no curves there (not drawn without SWEEPS_DIR: an existing figure is then kept); --out-end: a
 figure from the CSVs alone, scale^2 Var(q . k) at initialisation and at the end of training against
 d_k for every arm (every chosen run a point, medians joined).
+
+exact: the report of the exact reparameterisation control (experiments/scale_exact/README.md) from the
+three arms' per-run CSVs (score.py, last checkpoint) and their metrics.csv under
+SWEEPS_DIR/<arm>/runs/<run>: per seed, the largest relative difference of the validation loss and
+the largest difference of validation token accuracy between the exact and the scaled arm over every
+evaluation, each arm's test token accuracy; then solved at test >= 0.99 and >= 0.95 per arm (Wilson
+intervals) and the stated Fisher tests.
 """
 import argparse
 import csv
@@ -32,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments import select as lrsel  # noqa: E402
+from experiments import stats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 DKS = (16, 64, 256, 512)
@@ -209,6 +218,54 @@ def plot(a, chosen):
                                  "(table above)." if missing else "every arm and d_k has its curves."))
 
 
+def read_rows(path):
+    with open(path, newline="") as f:
+        return {int(r["seed"]): r for r in csv.DictReader(f)}
+
+
+def curves(sweeps, arm, run):
+    with open(Path(sweeps, arm, "runs", run, "metrics.csv"), newline="") as f:
+        return {int(r["step"]): r for r in csv.DictReader(f) if r.get("eval_loss", "") not in ("", "nan")}
+
+
+def exact(a):
+    arms = {"scaled": read_rows(a.scaled), "exact": read_rows(a.exact), "init": read_rows(a.init)}
+    seeds = sorted(set.intersection(*(set(r) for r in arms.values())))
+    print("| seed | max rel. diff. of val loss, exact vs scaled | max diff. of val token acc | evaluations | "
+          "test acc scaled | test acc exact | test acc init |")
+    print("|---|---|---|---|---|---|---|")
+    worst = 0.0
+    for s in seeds:
+        ref = curves(a.sweeps, "scaled", arms["scaled"][s]["run"])
+        got = curves(a.sweeps, "exact", arms["exact"][s]["run"])
+        steps = sorted(set(ref) & set(got))
+        if len(steps) != len(ref) or len(steps) != len(got):
+            sys.exit(f"scale.py exact: seed {s}: the arms were evaluated at different steps")
+        rel = max(abs(float(got[t]["eval_loss"]) - float(ref[t]["eval_loss"])) / abs(float(ref[t]["eval_loss"]))
+                  for t in steps)
+        acc = max(abs(float(got[t]["eval_token_acc"]) - float(ref[t]["eval_token_acc"])) for t in steps)
+        worst = max(worst, rel)
+        tests = " | ".join(f"{float(arms[k][s]['test_token_acc']):.4f}" for k in ("scaled", "exact", "init"))
+        print(f"| {s} | {rel:.2e} | {acc:.4f} | {len(steps)} | {tests} |")
+    print(f"\nLargest relative difference of the validation loss over every seed and evaluation: {worst:.2e}.\n")
+    print("| arm | solved (test >= 0.99) | solved (test >= 0.95) |")
+    print("|---|---|---|")
+    solved = {}
+    for k, rows in arms.items():
+        acc = [float(rows[s]["test_token_acc"]) for s in seeds]
+        solved[k] = {t: sum(v >= t for v in acc) for t in (0.99, 0.95)}
+        cells = []
+        for t in (0.99, 0.95):
+            w = stats.wilson(solved[k][t], len(acc))
+            cells.append(f"{w.k}/{w.n} [{w.low:.2f}, {w.high:.2f}]")
+        print(f"| {k} | {cells[0]} | {cells[1]} |")
+    n = len(seeds)
+    print("\nStated tests (two-sided Fisher, solved at test >= 0.99, alpha 0.05 each):\n")
+    for x, y in (("scaled", "init"), ("exact", "init")):
+        f = stats.fisher_exact(solved[x][0.99], n - solved[x][0.99], solved[y][0.99], n - solved[y][0.99])
+        print(f"- {x} {solved[x][0.99]}/{n} against {y} {solved[y][0.99]}/{n}: p = {f.p:.3g}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -222,8 +279,13 @@ def main():
     p.add_argument("--sweeps", type=Path, help="the sweeps' parent directory (runs/exp/scale), for the curves")
     p.add_argument("--out", type=Path, help="the figure of the variance during training (needs --sweeps)")
     p.add_argument("--out-end", type=Path, help="the figure of the variance at init and at the end, from the CSVs")
+    p = sub.add_parser("exact")
+    p.add_argument("scaled", type=Path)
+    p.add_argument("exact", type=Path)
+    p.add_argument("init", type=Path)
+    p.add_argument("--sweeps", type=Path, required=True, help="the sweeps' parent directory (runs/exp/scale_exact)")
     a = ap.parse_args()
-    init_variance(a) if a.cmd == "init-variance" else variance(a)
+    {"init-variance": init_variance, "variance": variance, "exact": exact}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -111,6 +111,24 @@ std::size_t estimate_data_bytes(const Config& config);
 /// no file lines to blame, e.g. a checkpoint's).
 void check_memory(const Config& config, std::size_t budget);
 
+/// A sweep file (`qkv sweep`): a base config, overrides for every run, a grid and seeds.
+///
+///     base: ../sort.yaml        # the config every run starts from (relative to this file)
+///     set: {train.steps: 600}   # overrides for every run
+///     grid: {model.heads: [1, 2, 4]}
+///     seeds: [1, 2, 3]
+///     out: sweeps/heads         # sweep directory (default sweeps/<file stem>)
+struct SweepFile {
+  std::string path, base, out;                ///< base resolved against the file's directory
+  std::vector<std::string> set;               ///< "section.key=value"
+  std::vector<std::pair<std::string, std::vector<std::string>>> grid;  ///< key -> values, in file order
+  std::vector<std::uint64_t> seeds = {1, 2, 3};
+};
+/// Read a sweep file (a regular file of at most 16 MiB). ConfigError naming the file, the line and
+/// the key for a syntax error, an unknown key, a missing base, a list or mapping where a scalar
+/// belongs (and the reverse), an empty grid list, or a seed that is not a non-negative integer.
+SweepFile load_sweep_file(const std::string& path);
+
 /// Field-by-field equality (source excluded).
 bool operator==(const Config& a, const Config& b);
 inline bool operator!=(const Config& a, const Config& b) { return !(a == b); }

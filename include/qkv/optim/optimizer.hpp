@@ -18,11 +18,21 @@
 namespace qkv::optim {
 
 /// Parameters that share an lr and a weight decay.
+///
+/// `gain` makes an exact reparameterisation: each parameter W of the group is read as gain * theta
+/// and updated so that theta follows the trajectory it would follow as a parameter of its own with
+/// this group's lr and weight decay (W's gradient is that of theta over gain). So SGD steps W with
+/// lr * gain^2 and L2 decay weight_decay / gain^2; Adam with lr * gain, eps / gain and L2 decay
+/// weight_decay / gain^2; AdamW with lr * gain, eps / gain and the decoupled shrink 1 - lr *
+/// weight_decay; gradient clipping counts W's gradient times gain (optim::clip_grad_norm). With
+/// model.qk_init_gain = gain = d_k^(-1/4) on W_q and W_k, an unscaled attention trains as the
+/// scaled one (up to rounding).
 template <class T>
 struct ParamGroup {
   std::vector<std::pair<std::string, Variable<T>>> params;  ///< dotted names from named_parameters()
   double lr = 1e-3;
   double weight_decay = 0.0;
+  double gain = 1.0;  ///< > 0; see above
 };
 
 /// Every parameter in one group (what the optimizers' single-group constructors use).
@@ -64,6 +74,9 @@ class Optimizer {
   void set_lr(double lr);
   /// The lr of group 0.
   double lr() const;
+  /// The gain of each of `params` (ParamGroup::gain; 1 for one in no group), or empty when every
+  /// group's gain is 1 (then nothing is allocated).
+  std::vector<double> gains_of(const std::vector<Variable<T>>& params) const;
   /// Number of step() calls so far (restored by load_state_dict).
   std::int64_t steps() const { return step_; }
   const std::vector<ParamGroup<T>>& groups() const { return groups_; }
@@ -78,7 +91,7 @@ class Optimizer {
   virtual void load_state_dict(const OptimizerState<T>& state);
 
  protected:
-  /// Checks the groups: at least one, lr >= 0, weight_decay >= 0, no name or parameter twice.
+  /// Checks the groups: at least one, lr >= 0, weight_decay >= 0, gain > 0, no name or parameter twice.
   Optimizer(std::vector<ParamGroup<T>> groups, std::string name);
   /// Register a buffer named `name`: one zero tensor shaped like each parameter. Returns its id.
   std::size_t add_buffer(const std::string& name);
@@ -125,8 +138,12 @@ struct OptimizerOptions {
   bool nesterov = false;
   bool decay_bias_and_norm = false;  ///< decay biases and norm gains too (else param_groups_decay_weights_only)
   double clip_grad_norm = 1.0;       ///< global gradient-norm clip; 0: off
+  /// The ParamGroup::gain of every attention W_q and W_k (weights and biases: parameters named
+  /// "...w_q.*" and "...w_k.*"), in groups of their own; 1: none.
+  double qk_gain = 1.0;
   /// lr > 0, weight_decay >= 0, betas in [0, 1), eps > 0, momentum in [0, 1), dampening in
-  /// [0, 1], nesterov only with momentum > 0 and dampening 0, clip_grad_norm >= 0; throws OptionError.
+  /// [0, 1], nesterov only with momentum > 0 and dampening 0, clip_grad_norm >= 0, qk_gain > 0;
+  /// throws OptionError.
   void validate() const;
 };
 
