@@ -388,7 +388,7 @@ def run_worker(kind, threads, *args):
 def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
     """`qkv train`; with `seconds`, SIGINT that many seconds after its run started (when it wrote
     metrics.csv: the t0 of its elapsed_s), which saves and exits 130. Returns metrics.csv's rows."""
-    cmd = [qkv, "train", config, "--out", out, "--threads", str(threads), "--quiet", *qkv_sets(sets)]
+    cmd = [qkv, "train", config, "--out", out, "--threads", str(threads), "--quiet", "--overwrite", *qkv_sets(sets)]
     metrics = os.path.join(out, "metrics.csv")
     if os.path.exists(metrics):
         os.remove(metrics)

@@ -337,10 +337,11 @@ std::string blas_info() {
   if (b.corename) s += std::string(", kernel ") + b.corename();
 #ifdef QKV_HAVE_ONEDNN
   const dnnl_version_t* v = dnnl_version();
-  s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-      " (dnnl_sgemm, ISA " + onednn_isa_name(dnnl_get_effective_cpu_isa()) +
-      ") for float products above 100^3 multiply-adds; " + s + " for the others";
-  if (!onednn_enabled()) s += " (oneDNN disabled: OpenBLAS for all)";
+  // OpenBLAS first: it runs every product a oneDNN build does not send to oneDNN, and tools read
+  // the line's start for its kernel.
+  s += "; oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+       " (dnnl_sgemm, ISA " + onednn_isa_name(dnnl_get_effective_cpu_isa()) + ") for float products above 100^3 " +
+       "multiply-adds" + (onednn_enabled() ? "" : " (disabled: OpenBLAS for all)");
 #endif
   return s;
 }

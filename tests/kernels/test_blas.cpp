@@ -138,7 +138,7 @@ TEST_CASE("gemm: K = 0 scales C by beta, and the BLAS in use is reported") {
   CHECK(kernels::blas_info().find("OpenBLAS") != std::string::npos);
 }
 
-TEST_CASE("gemm: the backend is a rule on the shape; oneDNN only above 100^3 multiply-adds, in a build with it") {
+TEST_CASE("gemm: the backend is a rule on the shape, oneDNN only above 100^3 multiply-adds in a build with it") {
   using kernels::GemmBackend;
   const GemmBackend big = kernels::onednn_built() ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
   CHECK(kernels::gemm_backend(100, 100, 100) == GemmBackend::OpenBlas);  // OpenBLAS's small-matrix line
