@@ -4,6 +4,7 @@
 //   build/bench/bench_kernels --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //   build/bench/bench_kernels --benchmark_filter=gemm     # one family
 //   QKV_BENCH_THREADS=2 build/bench/bench_kernels          # OpenMP threads (default 1)
+//   QKV_BENCH_GEMM=openblas build/bench/bench_kernels      # kernels::gemm on OpenBLAS alone in a build with oneDNN
 // Counters (shown as rates, e.g. GFLOP=95/s): GFLOP/s for GEMM and attention (flops / real time), GB/s for the memory-bound kernels
 // (bytes read + written once / real time).
 
@@ -92,6 +93,44 @@ BENCHMARK(gemm_backward_weight)->Apply(linear_shapes);
 BENCHMARK(gemm_forward_one_call)->Apply(linear_shapes);
 BENCHMARK(gemm_backward_input_one_call)->Apply(linear_shapes);
 BENCHMARK(gemm_backward_weight_one_call)->Apply(linear_shapes);
+
+// One BLAS call on each backend (kernels::sgemm_on; 0 OpenBLAS, 1 oneDNN, in a build with it) at
+// the blocks kernels::gemm cuts the language models' and medium's products into (4096 rows in 8
+// row blocks of 512; weight gradients, K = 4096, in 4 depth slices of 1024; the 10.8M decoder's
+// d_ff weight gradient in row blocks of 192) and at the fused attention's block products (64
+// queries x 128 keys, head width D = 32, 48, 64): the measurements behind kernels::gemm_backend.
+void gemm_block(benchmark::State& state) {
+  const auto backend = state.range(0) ? kernels::GemmBackend::OneDnn : kernels::GemmBackend::OpenBlas;
+  if (backend == kernels::GemmBackend::OneDnn && !kernels::onednn_built()) {
+    state.SkipWithError("built without oneDNN (cmake -DQKV_ONEDNN=ON)");
+    return;
+  }
+  const bool ta = state.range(1), tb = state.range(2);
+  const std::size_t M = std::size_t(state.range(3)), N = std::size_t(state.range(4)), K = std::size_t(state.range(5));
+  const float beta = float(state.range(6));
+  Array<float> a = random_array(ta ? Shape{K, M} : Shape{M, K}, 1), b = random_array(tb ? Shape{N, K} : Shape{K, N}, 2);
+  Array<float> c = random_array({M, N}, 3);
+  for (auto _ : state) {
+    kernels::sgemm_on(backend, ta, tb, M, N, K, 1.f, a.data(), ta ? M : K, b.data(), tb ? K : N, beta, c.data(), N);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 2.0 * double(M) * double(N) * double(K), "GFLOP");
+}
+void gemm_block_shapes(benchmark::internal::Benchmark* b) {
+  // ta, tb, M, N, K, beta: Linear layers (forward x W^T, dx = dy W, dW = dy^T x), then attention.
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {0, 1, 512, 192, 192, 0},  {0, 1, 512, 768, 192, 0},  {0, 1, 512, 192, 768, 0},  {0, 0, 512, 192, 768, 0},
+      {0, 0, 512, 768, 192, 0},  {1, 0, 192, 192, 1024, 0}, {1, 0, 768, 192, 1024, 0}, {1, 0, 192, 768, 1024, 0},
+      {0, 1, 512, 384, 384, 0},  {0, 1, 512, 1536, 384, 0}, {0, 1, 512, 384, 1536, 0}, {0, 0, 512, 384, 1536, 0},
+      {1, 0, 384, 384, 1024, 0}, {1, 0, 192, 384, 4096, 0}, {0, 1, 512, 256, 256, 0},  {0, 1, 512, 1024, 256, 0},
+      {1, 0, 256, 256, 1024, 0}, {0, 0, 64, 128, 32, 0},    {0, 0, 64, 32, 128, 1},    {1, 0, 128, 32, 64, 1},
+      {0, 0, 64, 128, 48, 0},    {0, 0, 64, 48, 128, 1},    {1, 0, 128, 48, 64, 1},    {0, 0, 64, 128, 64, 0},
+      {0, 0, 64, 64, 128, 1},    {1, 0, 128, 64, 64, 1}};
+  for (const auto& s : shapes)
+    for (std::int64_t backend : {0, 1}) b->Args({backend, s[0], s[1], s[2], s[3], s[4], s[5]});
+  b->ArgNames({"onednn", "ta", "tb", "M", "N", "K", "beta"})->UseRealTime();
+}
+BENCHMARK(gemm_block)->Apply(gemm_block_shapes);
 
 // Square sgemm, to measure the machine's single-precision GEMM peak.
 void gemm_square(benchmark::State& state) {
@@ -250,6 +289,7 @@ int main(int argc, char** argv) {
   if (const std::string e = qkv::app::prepare_process(nullptr); !e.empty()) return std::fprintf(stderr, "%s\n", e.c_str()), 2;
   if (const char* t = std::getenv("QKV_BENCH_THREADS")) qkv::set_num_threads(std::atoi(t));
   else qkv::set_num_threads(1);
+  if (const char* g = std::getenv("QKV_BENCH_GEMM")) qkv::kernels::set_onednn_enabled(std::string(g) != "openblas");
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("blas", qkv::app::blas_description());

@@ -1,6 +1,9 @@
 // Training-step throughput of nn::EncoderModel on the sort task, the qkv side of
-// tools/bench_vs_torch.py. One process = one measurement: warm-up steps, then timed steps.
+// tools/bench_vs_torch.py, or of any config's run (--config: the trainer's own step,
+// train::Session). One process = one measurement: warm-up steps, then timed steps.
 //   build/bench/bench_train --workload medium --threads 2 [--steps 20 --warmup 5 --dropout 0.1]
+//   build/bench/bench_train --config configs/fortunes.yaml [--set model.d_model=384 ...] --threads 1
+//   ... --gemm openblas     # every product on OpenBLAS in a build with oneDNN (A/B in one binary)
 // Prints one JSON line: tokens/s over the timed steps, peak RSS, and per-step heap use in steady
 // state: pool requests (tensors, autograd nodes, index arrays, scratch vectors), pool system
 // allocations (cache misses) and operator new calls (anything else; 0 since the tape's closure
@@ -20,8 +23,12 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "qkv/autograd/tape.hpp"
+#include "qkv/config/config.hpp"
+#include "qkv/dist/comm.hpp"
+#include "qkv/train/session.hpp"
 #include "qkv/data/tasks.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
@@ -50,10 +57,68 @@ constexpr Workload kWorkloads[] = {
 
 [[noreturn]] void usage(const char* why) {
   std::fprintf(stderr,
-               "bench_train: %s\nusage: bench_train --workload small|medium|long [--threads N] [--steps N] "
-               "[--warmup N] [--dropout P] [--impl fused|composite] [--seed S]\n",
+               "bench_train: %s\nusage: bench_train --workload small|medium|long | --config FILE [--set KEY=VALUE ...]\n"
+               "       [--threads N] [--steps N] [--warmup N] [--dropout P] [--impl fused|composite] [--seed S]\n"
+               "       [--gemm default|openblas]\n",
                why);
   std::exit(2);
+}
+
+std::string json_string(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
+    else out += c;
+  }
+  return out + "\"";
+}
+
+rusage usage_now() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru;
+}
+
+// The steps of `qkv train CONFIG` (train::Session::step: batch, forward, loss, backward, clip,
+// update at the schedule's rate), no evaluation, checkpoint or log. The model FLOPs are for
+// tools/mfu.py to count: this prints the resolved config and the output layer's classes.
+int run_config(const std::string& path, const std::vector<std::string>& sets, int threads, int steps, int warmup) {
+  std::vector<std::string> overrides = sets;
+  // The schedule fitted into the steps run (the rate does not change a step's speed).
+  overrides.push_back("train.steps=" + std::to_string(warmup + steps));
+  overrides.push_back("schedule.warmup_steps=" + std::to_string(warmup));
+  config::Config cfg;
+  try {
+    cfg = config::load_config(path, overrides);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 2;
+  }
+  train::Session session(cfg, dist::world());
+  for (int s = 0; s < warmup; ++s) session.step();
+  const pool::Stats p0 = pool::stats();
+  const std::uint64_t n0 = test::g_operator_new_calls.load();
+  double loss = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) loss = session.step().loss;
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::uint64_t news = test::g_operator_new_calls.load() - n0;
+  const pool::Stats p1 = pool::stats();
+  const rusage ru = usage_now();
+  const double tokens = double(steps) * double(session.tokens_per_batch());
+  std::printf(
+      "{\"framework\": \"qkv\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"warmup\": %d, "
+      "\"tokens_per_s\": %.1f, \"step_ms\": %.3f, \"max_rss_mib\": %.1f, \"pool_requests_per_step\": %.1f, "
+      "\"pool_system_allocs_per_step\": %.2f, \"operator_new_per_step\": %.1f, \"final_loss\": %.4f, "
+      "\"params\": %zu, \"num_classes\": %zu, \"blas\": \"%s\", \"config_yaml\": %s}\n",
+      path.c_str(), threads, steps, warmup, tokens / secs, 1e3 * secs / steps, double(ru.ru_maxrss) / 1024.0,
+      double(p1.requests - p0.requests) / steps, double(p1.system_allocations - p0.system_allocations) / steps,
+      double(news) / steps, loss, session.model().module().num_parameters(), session.task().num_classes(),
+      app::blas_description().c_str(), json_string(config::to_yaml(cfg)).c_str());
+  return 0;
 }
 
 }  // namespace
@@ -63,7 +128,8 @@ int main(int argc, char** argv) {
   const Workload* w = nullptr;
   int threads = 1, steps = 20, warmup = 5;
   double dropout = 0.1;
-  std::string impl = "fused";
+  std::string impl = "fused", config_path, gemm = "default";
+  std::vector<std::string> sets;
   std::uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     auto next = [&]() -> const char* {
@@ -82,11 +148,17 @@ int main(int argc, char** argv) {
     else if (a == "--dropout") dropout = std::atof(next());
     else if (a == "--impl") impl = next();
     else if (a == "--seed") seed = std::strtoull(next(), nullptr, 10);
+    else if (a == "--config") config_path = next();
+    else if (a == "--set") sets.push_back(next());
+    else if (a == "--gemm") gemm = next();
     else usage(("unknown argument " + a).c_str());
   }
-  if (!w) usage("--workload is required");
+  if (!w == config_path.empty()) usage("give one of --workload and --config");
   if (threads < 1 || steps < 1 || warmup < 0) usage("--threads and --steps must be >= 1, --warmup >= 0");
+  if (gemm != "default" && gemm != "openblas") usage(("--gemm: expected default or openblas, found " + gemm).c_str());
+  kernels::set_onednn_enabled(gemm == "default");
   set_num_threads(threads);
+  if (!config_path.empty()) return run_config(config_path, sets, threads, steps, warmup);
 
   data::TaskOptions t;
   t.name = "sort";

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
-"""qkv against a PyTorch twin of the same decoder-only language model, on the same data and machine
-(docs/performance.md, "What is compared" and "How to measure").
+"""qkv against a PyTorch twin of the same language model (a decoder, or a masked encoder), on the
+same data and machine (docs/performance.md, "What is compared" and "How to measure").
 
     tools/bench_lm.py speed CONFIG [--threads 1,2] [--steps 20] [--rounds 3] [--set KEY=VALUE ...]
         training tokens/s of `qkv train CONFIG` and of the twin, same model, batch, context and
-        data, interleaved rounds, medians, ratio qkv / twin
+        data, interleaved rounds, medians, ratio qkv / twin, and each side's MFU (tools/mfu.py;
+        the FMA peak from bench_kernels, --kernels, measured before and after the rounds). A
+        config with task.objective masked trains the twin on qkv's masked windows (MaskedText)
     tools/bench_lm.py curve CONFIG --seconds S --out DIR [--threads 2] [--eval-every K]
             [--losses 2.5,2.0,1.9,1.81] [--steps N] [--logx]
         each trains for S seconds of wall-clock time, one after the other, evaluating the same
@@ -13,6 +15,10 @@
     tools/bench_lm.py generate CKPT [--threads 1,2] [--contexts 1,512] [--tokens 64] [--rounds 3]
         generation tokens/s of `qkv generate` with and without its KV cache against the twin with
         and without its own cache, at a 1-token prompt and at a prompt of context - 1 tokens
+    tools/bench_lm.py fill CKPT [--threads 1,2] [--length 64] [--rounds 5]
+        `qkv fill`'s latency (the process: start, load, one forward pass) on a text of 64
+        characters with a mask every 7, against the twin's process (import torch, load, forward)
+        and its forward pass alone; checks that both fill in the same characters
     tools/bench_lm.py selftest [--dir DIR]
         the three commands with tiny settings on a generated corpus (seconds, not a measurement)
 
@@ -55,9 +61,11 @@ SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(SCRIPTS)
 sys.path.insert(0, SCRIPTS)
 sys.path.insert(0, os.path.join(REPO, "scripts", "pytorch"))  # the PyTorch bridge: qkv_mirror, qkv_torch, text_corpus
+sys.path.insert(1, os.path.join(REPO, "scripts"))  # convert_checkpoint, which qkv_torch imports
 from machine import (MALLOC_TUNABLES, blas_coretype, comparison_env, cpu_info,  # noqa: E402
                      executable_missing, isa, kernel_mismatch, page_fault_us, parallel_capacity, pin_to,
                      pinned_cpus, report_missing, run_conditions, torch_cpu_capability, torch_missing)
+import mfu  # noqa: E402
 
 CORE, CORE_SOURCE = blas_coretype(cpu_info()[1])  # the OpenBLAS core type of every process, both sides
 MALLOC = "reuse"  # --malloc
@@ -148,6 +156,70 @@ def lr_at(s, base, sched, total):
     return min_lr + (base - min_lr) * 0.5 * (1.0 + math.cos(math.pi * (s - W) / (total - W)))
 
 
+class MaskedText:
+    """qkv's text task with task.objective masked (src/data/next_token.cpp, src/data/masking.hpp) on
+    text_corpus's data: windows of T tokens; m = max(1, round(mask_rate T)) positions chosen by a
+    partial Fisher-Yates shuffle, each replaced by [MASK] (id V) with probability 0.8, by a token
+    uniform over the real ones with 0.1, kept with 0.1; targets there, -100 elsewhere. Every draw
+    comes from the example's generator, as in qkv, so the twin reads qkv's very batches."""
+    IGNORE = -100
+
+    def __init__(self, task_section):
+        import text_corpus
+        base = text_corpus.TextTask(task_section)
+        self.data, self.length = base.data, base.length
+        self.input_length = self.target_length = self.length
+        V = self.data.vocab_size
+        self.input_vocab, self.num_classes, self.mask_id = V + 1, V, V
+        self.n_random = V if self.data.vocab is None else V - 1  # the char vocabulary ends in <unk>
+        self.rate = float(task_section.get("mask_rate", 0.15))
+
+    @staticmethod
+    def uniform(gen):
+        return (gen.next_u64() >> 40) * (1.0 / 16777216.0)  # qkv's uniform_at: 24 random bits
+
+    def corrupt(self, gen, window):
+        import numpy as np
+        T = self.length
+        x, y = np.array(window, dtype=np.int64), np.full(T, self.IGNORE, dtype=np.int64)
+        m = min(T, max(1, int(math.floor(self.rate * T + 0.5))))  # std::llround, for rate T >= 0
+        order = list(range(T))
+        for i in range(m):
+            j = i + gen.randint(T - i)
+            order[i], order[j] = order[j], order[i]
+            p = order[i]
+            y[p] = x[p]
+            u = self.uniform(gen)
+            if u < 0.8:
+                x[p] = self.mask_id
+            elif u < 0.9:
+                x[p] = gen.randint(self.n_random)
+        return x, y
+
+    def examples(self, ids, stream, first, count, starts=None):
+        import numpy as np
+        import qkv_tasks
+        xs, ys = [], []
+        for r in range(count):
+            gen = qkv_tasks.Generator(qkv_tasks.hash64(stream, first + r))
+            s = gen.randint(len(ids) - self.length + 1) if starts is None else starts[r]
+            x, y = self.corrupt(gen, ids[s:s + self.length])
+            xs.append(x)
+            ys.append(y)
+        return {"inputs": np.stack(xs), "targets": np.stack(ys)}
+
+    def train_examples(self, seed, first, count):
+        import qkv_tasks
+        return self.examples(self.data.train, qkv_tasks.train_stream(seed), first, count)
+
+    def held_out(self, seed, eval_size, split="val"):
+        import qkv_tasks
+        ids = self.data.val if split == "val" else self.data.test
+        n = min(int(eval_size), len(ids) // self.length)
+        stream = qkv_tasks.eval_stream(seed) if split == "val" else qkv_tasks.hash64(seed, 2)
+        return self.examples(ids, stream, 0, n, starts=[k * self.length for k in range(n)])
+
+
 class Twin:
     """The PyTorch model and its training, as qkv trains `cfg` (a resolved config)."""
 
@@ -160,7 +232,8 @@ class Twin:
         torch.manual_seed(int(cfg.get("seed", 1)))
         if cfg["task"]["name"] == "text":
             import text_corpus
-            self.task = text_corpus.TextTask(cfg["task"])
+            masked = cfg["task"].get("objective", "causal") == "masked"
+            self.task = MaskedText(cfg["task"]) if masked else text_corpus.TextTask(cfg["task"])
             o = replace(qkv_mirror.parse_options(cfg["model"]), max_len=self.task.length)
             sizes = qkv_mirror.Sizes(self.task.input_vocab, self.task.num_classes)
             self.model = qkv_mirror.ARCHS[o.arch](o, sizes)
@@ -278,6 +351,29 @@ def worker_generate(a):
     print(json.dumps({"runs": out, "info": torch_blas()}))
 
 
+def worker_fill(a):
+    """In one process, as a user of the twin would: import torch, load the checkpoint, fill the masks
+    of one text (one forward pass); the seconds of each part, and the most likely text."""
+    t0 = time.perf_counter()
+    import torch
+    import qkv_torch
+    t1 = time.perf_counter()
+    torch.set_num_threads(a.threads)
+    model, info = qkv_torch.load(a.checkpoint)
+    t2 = time.perf_counter()
+    job = json.loads(a.jobs)
+    forwards = []
+    for _ in range(job["repeats"]):
+        t3 = time.perf_counter()
+        with torch.no_grad():
+            logits = model(torch.tensor([job["ids"]]))
+        best = logits[0].argmax(-1).tolist()
+        forwards.append(time.perf_counter() - t3)
+    filled = [best[i] if i in job["masks"] else x for i, x in enumerate(job["ids"])]
+    print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "forward_s": forwards, "first_forward_s": forwards[0],
+                      "ids": filled, "info": torch_blas()}))
+
+
 def run_worker(kind, threads, *args):
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--threads-n", str(threads), *map(str, args)]
     r = subprocess.run(cmd, env=twin_env(threads), capture_output=True, text=True,
@@ -292,7 +388,7 @@ def run_worker(kind, threads, *args):
 def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
     """`qkv train`; with `seconds`, SIGINT that many seconds after its run started (when it wrote
     metrics.csv: the t0 of its elapsed_s), which saves and exits 130. Returns metrics.csv's rows."""
-    cmd = [qkv, "train", config, "--out", out, "--threads", str(threads), "--quiet", *qkv_sets(sets)]
+    cmd = [qkv, "train", config, "--out", out, "--threads", str(threads), "--quiet", "--overwrite", *qkv_sets(sets)]
     metrics = os.path.join(out, "metrics.csv")
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -314,18 +410,6 @@ def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def flops_per_token(m, tk, vocab):
-    """Multiply-adds x 2 of one training token, 3 x the forward pass (as bench_train counts): per
-    layer the q, k, v, output projections (4 C^2) and the feed-forward (2 C d_ff), the scores and
-    the weighted sum over all T keys (2 T C), then the head (C V). None when the heads' width is
-    not C (model.head_dim or value_dim set), which this count does not cover."""
-    C, H, L, T = m["d_model"], m["heads"], m["layers"], tk["length"]
-    if m.get("head_dim", 0) not in (0, C // H) or m.get("value_dim", 0) not in (0, C // H):
-        return None
-    F = 0 if m.get("attn_only") else m["d_ff"]
-    return 3.0 * (L * (2.0 * (4 * C * C + 2 * C * F) + 4.0 * T * C) + 2.0 * C * vocab)
-
-
 def median(xs):
     return statistics.median(xs) if xs else math.nan
 
@@ -342,6 +426,7 @@ def cmd_speed(a):
                     "train.checkpoint_every=1000000000", "train.diagnostics=false", "train.target_accuracy=0"]
     results, info = {n: {"qkv": [], "torch": []} for n in threads}, {}
     capacity = {"before": parallel_capacity(CORE)}
+    peaks_before = mfu.measure_peaks(a.kernels, "bench_lm")
     with tempfile.TemporaryDirectory(prefix="bench_lm-") as tmp:
         for r in range(a.rounds):
             for n in threads:
@@ -352,7 +437,7 @@ def cmd_speed(a):
                 info[n] = t["info"]
                 q_tensors = qkv_torch.read_checkpoint(os.path.join(run, "last.h5")).tensors
                 q_params = sum(x.size for x in q_tensors.values())
-                q_vocab = q_tensors["tok_emb.weight"].shape[0]
+                q_vocab = mfu.output_classes(q_tensors)
                 if q_params != t["params"]:
                     sys.exit(f"bench_lm speed: the twin has {t['params']} parameters, qkv's model {q_params}")
                 results[n]["qkv"].append(q)
@@ -362,34 +447,44 @@ def cmd_speed(a):
         cfg = resolved_config(os.path.join(tmp, f"qkv-{threads[0]}"))
     m, tk = cfg["model"], cfg["task"]
     capacity["after"] = parallel_capacity(CORE)
+    peaks_after = mfu.measure_peaks(a.kernels, "bench_lm") if peaks_before else None
+    peaks = mfu.merge_peaks(peaks_before[0], peaks_after[0])[0] if peaks_before and peaks_after else None
     print_machine(a.qkv, info[threads[-1]], threads[-1], capacity, threads)
     print(f"\n{a.config}: {m['arch']} C={m['d_model']} H={m['heads']} L={m['layers']} d_ff={m['d_ff']} "
           f"{m['positional']}, task {tk['name']} T={tk['length']}, batch {cfg['train']['batch_size']}; "
           f"{q_params} parameters (both); {2 * N} steps, the last {N} timed; {a.rounds} interleaved rounds, medians")
-    print("\n| threads | qkv tokens/s | PyTorch twin tokens/s | qkv / twin |")
-    print("|---|---|---|---|")
+    count = mfu.config_count(cfg, q_vocab)
+    flops = count["per_token"] if count else None
+    if peaks:
+        print(mfu.peak_line(peaks_before[0], peaks_after[0], peaks_before[1]))
+    print("\n| threads | qkv tokens/s | PyTorch twin tokens/s | qkv / twin | per-round range | qkv MFU | twin MFU |")
+    print("|---|---|---|---|---|---|---|")
     table = []
-    flops = flops_per_token(m, tk, q_vocab)
+    pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
     for n in threads:
         q, t = results[n]["qkv"], results[n]["torch"]
-        ratio = median([x / y for x, y in zip(q, t)])
-        table.append({"threads": n, "qkv_tokens_per_s": median(q), "torch_tokens_per_s": median(t), "ratio": ratio,
-                      "qkv_rounds": q, "torch_rounds": t,
-                      "qkv_model_gflops": median(q) * flops / 1e9 if flops else None})
-        print(f"| {n} | {median(q):.0f} | {median(t):.0f} | {ratio:.2f} |")
-    if flops:
-        print(f"model FLOPs per token (3 x forward, attention over all T keys, as bench_train counts): "
-              f"{flops / 1e6:.2f} M; GFLOP/s at the medians: "
-              + ", ".join(f"{n} thread(s) qkv {median(results[n]['qkv']) * flops / 1e9:.1f}, "
-                          f"twin {median(results[n]['torch']) * flops / 1e9:.1f}" for n in threads))
+        ratios = [x / y for x, y in zip(q, t)]
+        peak = mfu.peak_for(peaks, n) if peaks and flops else None
+        row = {"threads": n, "qkv_tokens_per_s": median(q), "torch_tokens_per_s": median(t), "ratio": median(ratios),
+               "ratio_range": f"{min(ratios):.2f}-{max(ratios):.2f}", "qkv_rounds": q, "torch_rounds": t,
+               "qkv_model_gflops": median(q) * flops / 1e9 if flops else None, "flops_per_token": flops,
+               "peak_gflops": peak, "qkv_mfu": mfu.mfu(median(q), flops, peak) if peak else None,
+               "torch_mfu": mfu.mfu(median(t), flops, peak) if peak else None}
+        table.append(row)
+        print(f"| {n} | {median(q):.0f} | {median(t):.0f} | {row['ratio']:.2f} | {row['ratio_range']} | "
+              f"{pct(row['qkv_mfu'])} | {pct(row['torch_mfu'])} |")
+    if count:
+        print(f"model FLOPs per token (tools/mfu.py, PaLM's count): 6 N = {count['parameters'] / 1e6:.3f} M "
+              f"(N = {count['N']:.0f} weights in products, the output layer at {100 * mfu.scored_share(tk):.1f}% "
+              f"of the positions) + attention 12 L H Q T = {count['attention'] / 1e6:.3f} M = {flops / 1e6:.3f} M")
     if len(threads) > 1:
         for fw in ("qkv", "torch"):
             print(f"{fw}: {threads[-1]} threads / {threads[0]} = "
                   f"{median(results[threads[-1]][fw]) / median(results[threads[0]][fw]):.2f}")
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0],
-                       "parallel_capacity": capacity}, f, indent=1)
+            json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0], "workload": a.name or a.config,
+                       "parallel_capacity": capacity, "fma_peaks": [peaks_before, peaks_after]}, f, indent=1)
     return table
 
 
@@ -595,6 +690,77 @@ def cmd_generate(a):
     return rows, same
 
 
+# ---- fill ----
+
+def fill_text(vocab, length, every=7):
+    """A text of `length` characters of the vocabulary (printable, not blank; any will do: the cost
+    does not depend on them) with [MASK] at every `every`-th position: (text, ids, mask positions)."""
+    chars = [i for i, c in enumerate(vocab) if chr(c).isprintable() and not chr(c).isspace() and chr(c) not in "[]"]
+    ids = [chars[(7 * i + 3) % len(chars)] for i in range(length)]
+    masks = list(range(every // 2, length, every))
+    text = "".join("[MASK]" if i in masks else chr(vocab[x]) for i, x in enumerate(ids))
+    return text, ids, masks
+
+
+def cmd_fill(a):
+    import qkv_torch
+    threads = [int(x) for x in a.threads.split(",")]
+    stored = qkv_torch.read_checkpoint(a.checkpoint)
+    cfg = yaml_config(stored.config_text)
+    if cfg["task"].get("objective") != "masked" or not stored.vocab:
+        sys.exit(f"bench_lm fill: {a.checkpoint} is not a masked character model (task.objective masked, task.tokenizer char)")
+    text, ids, masks = fill_text(stored.vocab, a.length)
+    mask_id = len(stored.vocab) + 1  # [MASK] = V, the vocabulary plus <unk>
+    x = [mask_id if i in masks else t for i, t in enumerate(ids)]
+    res, same = {}, True
+    capacity = {"before": parallel_capacity(CORE)}
+    for r in range(a.rounds):
+        for n in threads:
+            cmd = [a.qkv, "fill", a.checkpoint, "--text", text, "--threads", str(n)]
+            t0 = time.perf_counter()
+            q = subprocess.run(cmd, capture_output=True, text=True, env=qkv_env(), preexec_fn=pin_to(pinned_cpus(n)))
+            wall = time.perf_counter() - t0
+            if q.returncode != 0:
+                sys.exit(f"bench_lm fill: {' '.join(cmd[:3])} ... failed (exit {q.returncode}):\n{q.stderr}")
+            best = re.search(r"^most likely: (.*)$", q.stdout, re.M).group(1).replace("\u2420", " ")  # qkv shows a space as ␠
+            t0 = time.perf_counter()
+            t = run_worker("fill", n, "--checkpoint", a.checkpoint,
+                           "--jobs", json.dumps({"ids": x, "masks": masks, "repeats": a.repeats}))
+            t_wall = time.perf_counter() - t0
+            twin_best = "".join(chr(stored.vocab[i]) if i < len(stored.vocab) else "?" for i in t["ids"])
+            same = same and twin_best == best
+            for key, value in (("qkv", wall), ("twin", t_wall), ("twin_import", t["import_s"]),
+                               ("twin_load", t["load_s"]), ("twin_first_forward", t["first_forward_s"]),
+                               ("twin_forward", median(t["forward_s"][1:] or t["forward_s"]))):
+                res.setdefault((n, key), []).append(value)
+            info = t["info"]
+        print(f"  round {r + 1} done", file=sys.stderr, flush=True)
+    capacity["after"] = parallel_capacity(CORE)
+    print_machine(a.qkv, info, threads[-1], capacity, threads)
+    print(f"\n{a.checkpoint}: {cfg['model']['arch']} C={cfg['model']['d_model']} L={cfg['model']['layers']}, a text of "
+          f"{a.length} characters with {len(masks)} masks; {a.rounds} rounds, medians (ms); the twin's most likely text "
+          f"{'equals' if same else 'DIFFERS from'} qkv's")
+    print("\n| threads | qkv fill (process) | twin (process) | twin: import torch | twin: load | twin: first forward | "
+          "twin: forward |")
+    print("|---|---|---|---|---|---|---|")
+    rows = []
+    for n in threads:
+        row = {k: 1e3 * median(res[(n, k)]) for k in ("qkv", "twin", "twin_import", "twin_load", "twin_first_forward",
+                                                      "twin_forward")}
+        rows.append({"threads": n, **row})
+        print(f"| {n} | {row['qkv']:.0f} | {row['twin']:.0f} | {row['twin_import']:.0f} | {row['twin_load']:.0f} | "
+              f"{row['twin_first_forward']:.1f} | {row['twin_forward']:.1f} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": rows, "same_fills": same, "text": text, "cpu": cpu_info()[0]}, f, indent=1)
+    return rows, same
+
+
+def yaml_config(text):
+    import yaml
+    return yaml.safe_load(text)
+
+
 # ---- selftest ----
 
 def make_corpus(path, chars, seed=0):
@@ -643,7 +809,8 @@ def cmd_selftest(a):
             problems.append(what)
 
     cfg = write_config(os.path.join(d, "tiny.yaml"), corpus)
-    ns = argparse.Namespace(qkv=a.qkv, config=cfg, threads="1,2", steps=3, rounds=1, set=[], json=os.path.join(d, "speed.json"))
+    ns = argparse.Namespace(qkv=a.qkv, config=cfg, threads="1,2", steps=3, rounds=1, set=[], json=os.path.join(d, "speed.json"),
+                            kernels=mfu.DEFAULT_KERNELS, name="tiny")
     print("== speed (3 + 3 steps, 1 round)")
     table = cmd_speed(ns)
     expect(all(r["qkv_tokens_per_s"] > 0 and r["torch_tokens_per_s"] > 0 for r in table), "speed: positive tokens/s")
@@ -682,7 +849,7 @@ def cmd_selftest(a):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="bench_lm.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--worker", choices=["speed", "curve", "generate"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["speed", "curve", "generate", "fill"], help=argparse.SUPPRESS)
     ap.add_argument("--threads-n", type=int, dest="threads_n", help=argparse.SUPPRESS)
     default_qkv = os.environ.get("QKV", os.path.join(REPO, "build", "qkv"))
     if argv is None:
@@ -697,7 +864,7 @@ def main(argv=None):
         w.add_argument("--checkpoint")
         w.add_argument("--jobs")
         a = w.parse_args(argv)
-        return {"speed": worker_speed, "curve": worker_curve, "generate": worker_generate}[a.worker](a)
+        return {"speed": worker_speed, "curve": worker_curve, "generate": worker_generate, "fill": worker_fill}[a.worker](a)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("speed", help="training tokens/s, qkv and the twin, 1 and 2 threads")
     p.add_argument("config")
@@ -722,6 +889,13 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=64, help="new tokens per generation")
     p.add_argument("--rounds", type=int, default=3)
     p.set_defaults(run=cmd_generate)
+    p = sub.add_parser("fill", help="qkv fill's latency on one text against the twin's")
+    p.add_argument("checkpoint")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--length", type=int, default=64, help="characters of the text (default 64)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--repeats", type=int, default=5, help="forward passes the twin times in its process")
+    p.set_defaults(run=cmd_fill)
     p = sub.add_parser("selftest", help="every command with tiny settings on a generated corpus")
     p.add_argument("--dir", help="where to write (default: a new directory under /tmp)")
     p.set_defaults(run=cmd_selftest)
@@ -730,9 +904,13 @@ def main(argv=None):
         if p.get_default("run") in (cmd_speed, cmd_curve):
             p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                            help="a config override for both (qkv train --set)")
-        if p.get_default("run") in (cmd_speed, cmd_generate):
+        if p.get_default("run") in (cmd_speed, cmd_generate, cmd_fill):
             p.add_argument("--json", help="also write the measurements here")
-        if p.get_default("run") in (cmd_speed, cmd_curve, cmd_generate):
+        if p.get_default("run") is cmd_speed:
+            p.add_argument("--kernels", default=mfu.DEFAULT_KERNELS,
+                           help="bench_kernels, for the FMA peak of MFU (default: make bench's); without it no MFU")
+            p.add_argument("--name", default="", help="the workload's name in --json (tools/mfu.py table)")
+        if p.get_default("run") in (cmd_speed, cmd_curve, cmd_generate, cmd_fill):
             p.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
                            help="glibc malloc of every process: reuse freed memory (default) or glibc's defaults")
     a = ap.parse_args(argv)

@@ -33,6 +33,10 @@ malloc setting, the measured cost of a page fault, the CPUs of each thread count
 parallel capacity before and after the rounds (machine.parallel_capacity: how many CPUs' worth of
 single-threaded sgemm work all CPUs do at once, with a warning when it is under 0.8 of their number,
 where rows at more than one thread say nothing about either framework's scaling).
+
+MFU (tools/mfu.py: PaLM's FLOP count, 6 N + 12 L H Q T per token, over the FMA peak of the CPUs
+each process ran on) is printed per row when bench_kernels is at hand (--kernels): its fma_peak runs
+pinned to each CPU before and after the rounds, and the mean of the two is the peak.
 """
 import argparse
 import json
@@ -46,6 +50,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402
+import mfu  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_BENCH = next((p for p in (os.path.join(REPO, d, "bench", "bench_train") for d in ("build-bench", "build"))
@@ -167,6 +172,8 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", default="", help="also write every measurement here")
+    ap.add_argument("--kernels", default=mfu.DEFAULT_KERNELS,
+                    help="bench_kernels, for the FMA peak of MFU (default: make bench's); without it no MFU")
     ap.add_argument("--only", choices=["qkv", "torch"], default=None, help="run one side only")
     ap.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
     ap.add_argument("--workload", help=argparse.SUPPRESS)
@@ -186,6 +193,7 @@ def main():
     core, core_source = machine.blas_coretype(flags)
     fault_us = machine.page_fault_us()
     capacity = {"before": machine.parallel_capacity(core)}
+    peaks_before = mfu.measure_peaks(args.kernels, "bench_vs_torch")
     # Timed steps: at least about 2 s of qkv's time per process at 1 thread (a window under a
     # second, as 40 small or 8 long steps were, spread qkv's small rounds over 110k-142k tokens/s).
     default_steps = {"small": 200, "medium": 8, "long": 40}
@@ -228,6 +236,15 @@ def main():
                   file=sys.stderr, flush=True)
 
     capacity["after"] = machine.parallel_capacity(core)
+    peaks_after = mfu.measure_peaks(args.kernels, "bench_vs_torch") if peaks_before else None
+    peaks = mfu.merge_peaks(peaks_before[0], peaks_after[0])[0] if peaks_before and peaks_after else None
+    for r in rows:
+        flops = mfu.workload_count(WORKLOADS[r["workload"]])["per_token"]
+        r["flops_per_token"] = flops
+        if peaks:
+            r["peak_gflops"] = mfu.peak_for(peaks, r["threads"])
+            r["qkv_mfu"] = mfu.mfu(r["qkv_tokens_per_s"], flops, r["peak_gflops"])
+            r["torch_mfu"] = mfu.mfu(r["torch_tokens_per_s"], flops, r["peak_gflops"])
     reported = lambda fw, key: next((r[key] for r in records if r["framework"] == fw and key in r), "not run")
     kernel = lambda fw: reported(fw, "blas")
     print(f"CPU: {cpu} ({machine.isa(flags)}), {os.cpu_count()} cores; OPENBLAS_CORETYPE for both: "
@@ -240,14 +257,23 @@ def main():
         print(mismatch)
     print(f"malloc: {args.malloc}" + (f" (GLIBC_TUNABLES={machine.MALLOC_TUNABLES})" if args.malloc == "reuse" else "")
           + f"; a page fault costs {fault_us:.1f} us here")
-    print("\n".join(machine.run_conditions(capacity, [int(x) for x in args.threads.split(",")], "the rounds")) + "\n")
-    print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | per-round range | qkv peak RSS MiB | "
-          "PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(machine.run_conditions(capacity, [int(x) for x in args.threads.split(",")], "the rounds")))
+    if peaks:
+        print(mfu.peak_line(peaks_before[0], peaks_after[0], peaks_before[1]))
+    print("MFU: tokens/s x model FLOPs per token (tools/mfu.py: 6 N + 12 L H Q T) / FMA peak of the CPUs run on\n")
+    pct = lambda r, k: f"{100 * r[k]:.0f}%" if k in r else "-"  # noqa: E731
+    print("| workload | threads | qkv tokens/s | PyTorch tokens/s | ratio | per-round range | qkv MFU | PyTorch MFU | "
+          "qkv peak RSS MiB | PyTorch peak RSS MiB (after import) | qkv new/step | qkv pool misses/step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['workload']} | {r['threads']} | {r['qkv_tokens_per_s']:.0f} | {r['torch_tokens_per_s']:.0f} | "
-              f"{r['ratio']:.2f} | {r['ratio_range']} | {r['qkv_rss_mib']:.0f} | {r['torch_rss_mib']:.0f} "
+              f"{r['ratio']:.2f} | {r['ratio_range']} | {pct(r, 'qkv_mfu')} | {pct(r, 'torch_mfu')} | "
+              f"{r['qkv_rss_mib']:.0f} | {r['torch_rss_mib']:.0f} "
               f"({r['torch_baseline_rss_mib']:.0f}) | {r['qkv_new_per_step']:.0f} | {r['qkv_pool_sys_per_step']:.1f} |")
+    for wl in args.workloads.split(","):
+        c = mfu.workload_count(WORKLOADS[wl])
+        print(f"model FLOPs per token, {wl}: 6 N = {c['parameters'] / 1e6:.3f} M (N = {c['N']:.0f}) + attention "
+              f"{c['attention'] / 1e6:.3f} M = {c['per_token'] / 1e6:.3f} M")
     by = {(r["workload"], r["threads"]): r for r in rows}
     for wl in args.workloads.split(","):
         if (wl, 1) in by and (wl, 2) in by:
@@ -258,7 +284,8 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"cpu": cpu, "isa": machine.isa(flags), "openblas_coretype": core, "coretype_source": core_source,
                        "malloc": args.malloc, "page_fault_us": fault_us,
-                       "parallel_capacity": capacity, "rows": rows, "records": records}, f, indent=1)
+                       "parallel_capacity": capacity, "fma_peaks": [peaks_before, peaks_after],
+                       "rows": rows, "records": records}, f, indent=1)
 
 
 if __name__ == "__main__":

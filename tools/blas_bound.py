@@ -36,9 +36,10 @@ counts them: every attention score), the model's FLOPs at the rate P take g / P 
 are what any GEMM of qkv's own could give at most: a target above the first needs the rest of the
 step to shrink as well, one above the second cannot be reached. (qkv's causal attention skips
 some scores the count includes, so g / P overstates the products' time at P by their share: about
-1-3% for the language models.) Needs `perf` (linux-perf) and a kernel that lets this user sample
-(perf_event_paranoid <= 2 for one's own processes); the FMA-rate lines need `bench_kernels`
-(`make bench`; --kernels).
+1-3% for the language models.) Needs `perf` (Debian's linux-perf: scripts/install-deps.sh --dev)
+and a kernel that lets this user sample (perf_event_paranoid <= 2 for one's own processes): the
+script checks both before it starts and exits 2 saying which is missing. The FMA-rate lines need
+`bench_kernels` (`make bench`; --kernels).
 """
 import argparse
 import json
@@ -222,6 +223,34 @@ def measure(perf, cmd, freq, work):
     return row, shares
 
 
+def perf_problem(perf, work):
+    """None when `perf` (a path, or None when not on PATH) runs and may sample a process of this
+    user, else what is wrong and how to mend it: checked before the comparison, which takes minutes."""
+    install = "install Debian's linux-perf with scripts/install-deps.sh --dev"
+    if not perf:
+        return f"blas_bound: `perf` is not installed (not on PATH): {install}"
+    try:
+        r = subprocess.run([perf, "--version"], capture_output=True, text=True)
+    except OSError as e:
+        return f"blas_bound: {perf} cannot be run ({e.strerror}): {install}"
+    if r.returncode != 0:  # e.g. a wrapper that finds no perf for the running kernel
+        said = (r.stderr or r.stdout).strip().splitlines()
+        return f"blas_bound: {perf} --version failed ({said[0] if said else f'exit {r.returncode}'}): {install}"
+    r = subprocess.run([perf, "record", "-q", "-o", os.path.join(work, "probe.data"), "--", "true"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        try:
+            with open("/proc/sys/kernel/perf_event_paranoid") as f:
+                paranoid = f.read().strip()
+        except OSError:
+            paranoid = "unknown"
+        said = (r.stderr or r.stdout).strip().splitlines()
+        return (f"blas_bound: perf is installed but cannot sample here ({said[0] if said else f'exit {r.returncode}'}); "
+                f"kernel.perf_event_paranoid is {paranoid} (a user's own processes need <= 2: sysctl "
+                "kernel.perf_event_paranoid=2, or run as root)")
+    return None
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -236,10 +265,9 @@ def main(argv=None):
     if problem:
         ap.error(problem)
     perf = shutil.which("perf")
-    if report_missing(None if perf else "blas_bound: `perf` not found (Debian's linux-perf package)",
-                      torch_missing("blas_bound")):
-        return 2
     with work_dir(a.keep, "blas_bound-") as work:
+        if report_missing(perf_problem(perf, work), torch_missing("blas_bound")):
+            return 2
         row, shares = measure(perf, cmd, a.freq, work)
     no_kernels = executable_missing("blas_bound", a.kernels, "bench_kernels", "`make bench` or give --kernels")
     fma = None if no_kernels else measure_fma(a.kernels, pinned_cpus(1))

@@ -4,12 +4,22 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
+#include <string>
+#include <type_traits>
 #include <stdexcept>
 
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/tensor/allocator.hpp"
+
+#ifdef QKV_HAVE_ONEDNN
+#include <dnnl.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #ifndef QKV_BLAS_LIBRARY
 #define QKV_BLAS_LIBRARY "libopenblas.so.0"
@@ -96,6 +106,24 @@ std::string core_type_names() {
 }
 #endif
 
+#ifdef QKV_HAVE_ONEDNN
+std::string onednn_isa_name(dnnl_cpu_isa_t isa) {
+  switch (isa) {
+    case dnnl_cpu_isa_sse41: return "sse41";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    default: return "code " + std::to_string(int(isa));
+  }
+}
+#endif
+
 Blas load() {
   Blas b;
   void* handle = nullptr;
@@ -128,6 +156,45 @@ const Blas& blas() {
   return b;
 }
 
+void openblas_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+                   std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  blas().sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K), alpha, A, int(lda),
+               B, int(ldb), beta, C, int(ldc));
+}
+void openblas_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, double alpha, const double* A,
+                   std::size_t lda, const double* B, std::size_t ldb, double beta, double* C, std::size_t ldc) {
+  blas().dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, int(M), int(N), int(K), alpha, A, int(lda),
+               B, int(ldb), beta, C, int(ldc));
+}
+
+// Above this many multiply-adds a float call goes to oneDNN (in a build with it): OpenBLAS 0.3.21
+// runs its small-matrix kernels at or below 100^3 on x86-64 (the attention blocks' products, where
+// they beat dnnl_sgemm by 5-14% on a Zen 5), its packed ones above, where dnnl_sgemm is 2-13% faster
+// at the Linear layers' blocks (docs/performance.md).
+constexpr double kOneDnnMinWork = 1e6;
+
+#ifdef QKV_HAVE_ONEDNN
+// dnnl_sgemm threads with OpenMP: inside a parallel region it runs on the calling thread, outside
+// one it would use every OpenMP thread and cut the product its own way, so its bits would follow the
+// thread count. One thread per call, always: outside a parallel region the calling thread's OpenMP
+// thread count is 1 for the call (omp_set_num_threads sets it for this thread only).
+void onednn_sgemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const float* A,
+                  std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+#ifdef _OPENMP
+  const int before = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (before != 1) omp_set_num_threads(1);
+#endif
+  const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dnnl_dim_t(M), dnnl_dim_t(N), dnnl_dim_t(K),
+                                          alpha, A, dnnl_dim_t(lda), B, dnnl_dim_t(ldb), beta, C, dnnl_dim_t(ldc));
+#ifdef _OPENMP
+  if (before != 1) omp_set_num_threads(before);
+#endif
+  if (status != dnnl_success)
+    throw std::runtime_error("qkv: dnnl_sgemm failed with status " + std::to_string(int(status)) + " at M " +
+                             std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K));
+}
+#endif
+
 template <class T>
 void call_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
                std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
@@ -137,13 +204,12 @@ void call_gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T 
       for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] = beta == T(0) ? T(0) : beta * C[i * ldc + j];
     return;
   }
-  const int a = ta ? kTrans : kNoTrans, b = tb ? kTrans : kNoTrans;
+#ifdef QKV_HAVE_ONEDNN
   if constexpr (std::is_same_v<T, float>)
-    blas().sgemm(kRowMajor, a, b, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
-                 int(ldc));
-  else
-    blas().dgemm(kRowMajor, a, b, int(M), int(N), int(K), alpha, A, int(lda), B, int(ldb), beta, C,
-                 int(ldc));
+    if (gemm_backend(M, N, K) == GemmBackend::OneDnn)
+      return onednn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#endif
+  openblas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
@@ -269,7 +335,46 @@ std::string blas_info() {
   std::string s = "OpenBLAS";
   if (b.config) s += std::string(" (") + b.config() + ")";
   if (b.corename) s += std::string(", kernel ") + b.corename();
+#ifdef QKV_HAVE_ONEDNN
+  const dnnl_version_t* v = dnnl_version();
+  // OpenBLAS first: it runs every product a oneDNN build does not send to oneDNN, and tools read
+  // the line's start for its kernel.
+  s += "; oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+       " (dnnl_sgemm, ISA " + onednn_isa_name(dnnl_get_effective_cpu_isa()) + ") for float products above 100^3 " +
+       "multiply-adds" + (onednn_enabled() ? "" : " (disabled: OpenBLAS for all)");
+#endif
   return s;
+}
+
+namespace {
+std::atomic<bool> g_onednn_enabled{true};
+}  // namespace
+
+void set_onednn_enabled(bool enabled) { g_onednn_enabled.store(enabled, std::memory_order_relaxed); }
+bool onednn_enabled() { return onednn_built() && g_onednn_enabled.load(std::memory_order_relaxed); }
+
+GemmBackend gemm_backend(std::size_t M, std::size_t N, std::size_t K) {
+  const bool onednn = onednn_enabled() && double(M) * double(N) * double(K) > kOneDnnMinWork;
+  return onednn ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
+}
+
+bool onednn_built() {
+#ifdef QKV_HAVE_ONEDNN
+  return true;
+#else
+  return false;
+#endif
+}
+
+void sgemm_on(GemmBackend backend, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+              const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+  if (M == 0 || N == 0 || K == 0) return call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (backend == GemmBackend::OpenBlas) return openblas_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef QKV_HAVE_ONEDNN
+  onednn_sgemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+  throw std::invalid_argument("sgemm_on: this qkv is built without oneDNN (CMake option QKV_ONEDNN, package libdnnl-dev)");
+#endif
 }
 
 std::string blas_core_type_for_cpu() {

@@ -3,6 +3,7 @@
 share of the steady middle of each, and the bounds it gives. (Running it for real needs perf and
 PyTorch, which the suite does not install; docs/performance.md has its measurements.)"""
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -104,6 +105,37 @@ for cmd, says in ((["tools/bench_lm.py", "curve", "c.yaml", "--threads", "1"], "
                   (["tools/bench_vs_torch.py", "--workloads", "small,long", "--threads", "1"], "one workload"),
                   (["python3", "x.py"], "after --"), ([], "after --")):
     check(f"{cmd}: the problem named", says in (blas_bound.command_problem(cmd) or ""), True)
+
+# perf missing, broken or not allowed to sample: said before the comparison starts, with the fix.
+with tempfile.TemporaryDirectory() as tmp:
+    said = blas_bound.perf_problem(None, tmp)
+    check("no perf on PATH: named, with the package and the install command",
+          "not installed" in said and "linux-perf" in said and "install-deps.sh --dev" in said, True)
+    wrapper = os.path.join(tmp, "perf-wrapper")  # Debian's old wrapper when no perf fits the kernel
+    with open(wrapper, "w") as f:
+        f.write("#!/bin/sh\necho 'perf_6.18 not found' >&2\necho 'You may need to install linux-perf-6.18' >&2\nexit 1\n")
+    os.chmod(wrapper, 0o755)
+    said = blas_bound.perf_problem(wrapper, tmp)
+    check("a perf that does not run: its message and the fix", "perf_6.18 not found" in said and "install-deps.sh --dev" in said,
+          True)
+    denied = os.path.join(tmp, "perf-denied")  # runs, but may not sample
+    with open(denied, "w") as f:
+        f.write("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'perf version 6.1'; exit 0; }\n"
+                "echo 'Error: Access to performance monitoring and observability operations is limited.' >&2\nexit 255\n")
+    os.chmod(denied, 0o755)
+    said = blas_bound.perf_problem(denied, tmp)
+    check("a perf that may not sample: said, with perf_event_paranoid", "cannot sample" in said and "perf_event_paranoid" in said,
+          True)
+    works = os.path.join(tmp, "perf-works")
+    with open(works, "w") as f:
+        f.write("#!/bin/sh\nexit 0\n")
+    os.chmod(works, 0o755)
+    check("a working perf: no problem", blas_bound.perf_problem(works, tmp), None)
+    env = {**os.environ, "PATH": tmp}  # the script itself: exit 2 and the message, no comparison run
+    r = subprocess.run([sys.executable, os.path.join(os.path.dirname(blas_bound.__file__), "blas_bound.py"), "--",
+                        "tools/bench_lm.py", "speed", "c.yaml", "--threads", "1"], env=env, capture_output=True, text=True)
+    check("blas_bound.py without perf: exit 2", r.returncode, 2)
+    check("blas_bound.py without perf: says so", "`perf` is not installed" in r.stderr, True)
 
 if failures:
     print("\n".join(failures))

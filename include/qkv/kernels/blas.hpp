@@ -1,6 +1,7 @@
 #pragma once
 /// @file
-/// GEMM through OpenBLAS, opened (dlopen) at the first product.
+/// GEMM through OpenBLAS, opened (dlopen) at the first product, and, in a build with QKV_ONEDNN,
+/// through oneDNN's dnnl_sgemm for the float products where it is faster (gemm_backend).
 ///
 /// qkv threads GEMMs itself with OpenMP (see gemm), so it sets OpenBLAS to one thread per call
 /// when it opens it (openblas_set_num_threads(1): in a process that also uses OpenBLAS elsewhere,
@@ -37,8 +38,36 @@ void gemm_serial(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::
                  const T* A, std::size_t lda, const T* B, std::size_t ldb, T beta, T* C,
                  std::size_t ldc);
 
-/// Which BLAS runs: library, configuration, kernel (core type); opens OpenBLAS if no product has.
+/// Which BLAS runs: library, configuration, kernel (core type), and oneDNN's version, ISA and the
+/// products it takes when built in; opens OpenBLAS if no product has.
 std::string blas_info();
+
+/// The libraries one GEMM call can run on.
+enum class GemmBackend { OpenBlas, OneDnn };
+
+/// Where one float BLAS call of op(A) (M, K) times op(B) (K, N) runs (a block of gemm, or a call of
+/// gemm_serial): oneDNN's dnnl_sgemm when qkv is built with it (onednn_built()), it is enabled
+/// (set_onednn_enabled) and the call does more than 100^3 multiply-adds, OpenBLAS otherwise (below that line OpenBLAS's small-matrix
+/// kernels, the attention blocks' products, are the faster ones). A rule on the shape alone, so a
+/// build makes the same calls, and gets the same bits, on every run and at every thread count.
+/// Double products always run on OpenBLAS (oneDNN has no dgemm).
+GemmBackend gemm_backend(std::size_t M, std::size_t N, std::size_t K);
+
+/// True when this build calls oneDNN (CMake option QKV_ONEDNN with libdnnl found).
+bool onednn_built();
+
+/// Whether gemm may send products to oneDNN; true by default in a build with it. For measurements
+/// and tests that compare the backends in one process: the backend changes the bits in the last
+/// places, so choose it before a run, not during one.
+void set_onednn_enabled(bool enabled);
+bool onednn_enabled();
+
+/// One float product on the named backend, on the calling thread, whatever gemm_backend would
+/// choose (benchmarks and tests compare the two). Throws std::invalid_argument for OneDnn in a
+/// build without it.
+void sgemm_on(GemmBackend backend, bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K,
+              float alpha, const float* A, std::size_t lda, const float* B, std::size_t ldb, float beta, float* C,
+              std::size_t ldc);
 
 /// The OpenBLAS core type whose kernels fit this CPU, from its features: "SkylakeX" with
 /// AVX-512 (f, bw, vl, dq, cd), "Haswell" with AVX2 and FMA, "" otherwise (OpenBLAS's own
