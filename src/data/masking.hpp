@@ -20,7 +20,8 @@ inline void mask_tokens(Generator& gen, std::size_t n, double rate, Index mask, 
                         Index* target) {
   if (n == 0) return;
   const std::size_t m = std::min(n, std::max<std::size_t>(1, std::size_t(std::llround(rate * double(n)))));
-  std::vector<std::size_t> order(n);
+  thread_local std::vector<std::size_t> order;  // its capacity reused: no allocation per row
+  order.resize(n);
   std::iota(order.begin(), order.end(), std::size_t(0));
   std::fill(target, target + n, kIgnore);
   for (std::size_t i = 0; i < m; ++i) {

@@ -39,6 +39,7 @@ Optimizer<T>::Optimizer(std::vector<ParamGroup<T>> groups, std::string name)
         throw ValueError(where + ": parameter name '" + pname + "' appears more than once");
       if (!ids.insert(p.id()).second)
         throw ValueError(where + ": parameter '" + pname + "' is already in the optimizer under another name");
+      if (g.gain != 1.0) gain_by_id_[p.id()] = g.gain;
     }
   }
 }
@@ -70,13 +71,19 @@ void Optimizer<T>::set_lr(double lr) {
 
 template <class T>
 std::vector<double> Optimizer<T>::gains_of(const std::vector<Variable<T>>& params) const {
-  if (std::all_of(groups_.begin(), groups_.end(), [](const ParamGroup<T>& g) { return g.gain == 1.0; })) return {};
-  std::map<const void*, double> gain;
-  for (const ParamGroup<T>& g : groups_)
-    for (const auto& [name, p] : g.params) gain[p.id()] = g.gain;
   std::vector<double> out;
-  for (const Variable<T>& p : params) out.push_back(gain.count(p.id()) ? gain.at(p.id()) : 1.0);
+  gains_of(params, out);
   return out;
+}
+
+template <class T>
+void Optimizer<T>::gains_of(const std::vector<Variable<T>>& params, std::vector<double>& out) const {
+  out.clear();
+  if (gain_by_id_.empty()) return;
+  for (const Variable<T>& p : params) {
+    const auto it = gain_by_id_.find(p.id());
+    out.push_back(it == gain_by_id_.end() ? 1.0 : it->second);
+  }
 }
 
 template <class T>

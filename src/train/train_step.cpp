@@ -27,23 +27,28 @@ StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::
   // n_m / N: its backward is scaled by R n_m / N (R ranks; average_gradients divides by R). With
   // equal counts (every task but the masked ones) that is 1/k, and 1 when k = 1.
   const std::size_t k = std::max<std::size_t>(o.accumulate, 1), rows_per = batch.size() / k;
-  std::vector<data::Batch> micro(k);
-  std::vector<double> scored(k, 0.0);
+  // The scored tokens of micro-batch m: rows [m rows_per, (m + 1) rows_per) of the targets.
+  const std::size_t row = batch.size() ? batch.targets.size() / batch.size() : 0;
+  auto scored = [&](std::size_t m) {
+    const auto* t = batch.targets.data() + m * rows_per * row;
+    double n = 0;
+    for (std::size_t i = 0; i < rows_per * row; ++i) n += t[i] != data::kIgnore;
+    return n;
+  };
   double total = 0;
-  for (std::size_t m = 0; m < k; ++m) {
-    micro[m] = k == 1 ? batch : data::rows(batch, m * rows_per, (m + 1) * rows_per);
-    for (std::size_t i = 0; i < micro[m].targets.size(); ++i) scored[m] += micro[m].targets.data()[i] != data::kIgnore;
-    total += scored[m];
-  }
+  for (std::size_t m = 0; m < k; ++m) total += scored(m);
   dp.sum(&total, 1);
   double sums[3] = {0, 0, 0};  // loss x tokens, correct, counted (this rank)
   Variable<float> whole;       // k == 1: backward comes after the finiteness check
   for (std::size_t m = 0; m < k; ++m) {
-    Variable<float> logits = model.logits(micro[m]);
-    Variable<float> loss = cross_entropy(logits, micro[m].targets, data::kIgnore, o.label_smoothing);
-    if (scored[m] > 0) sums[0] += double(loss.item()) * scored[m];
-    if (o.count_accuracy) count_correct(logits.value(), micro[m].targets, sums[1], sums[2]);
-    const double weight = total > 0 ? double(dp.size()) * scored[m] / total : 0.0;
+    data::Batch part;
+    const data::Batch& micro = k == 1 ? batch : (part = data::rows(batch, m * rows_per, (m + 1) * rows_per));
+    const double n = scored(m);
+    Variable<float> logits = model.logits(micro);
+    Variable<float> loss = cross_entropy(logits, micro.targets, data::kIgnore, o.label_smoothing);
+    if (n > 0) sums[0] += double(loss.item()) * n;
+    if (o.count_accuracy) count_correct(logits.value(), micro.targets, sums[1], sums[2]);
+    const double weight = total > 0 ? double(dp.size()) * n / total : 0.0;
     if (k == 1)
       whole = weight == 1.0 ? loss : mul_scalar(loss, float(weight));
     else
@@ -56,7 +61,8 @@ StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::
   const std::vector<Variable<float>>& params = model.parameters();
   dp.average_gradients(params);
   if (o.after_backward) o.after_backward();
-  const std::vector<double> gains = optimizer.gains_of(params);  // empty unless optimizer.qk_gain is set
+  thread_local std::vector<double> gains;  // empty unless optimizer.qk_gain is set; its capacity reused
+  optimizer.gains_of(params, gains);
   r.grad_norm = o.clip_grad_norm > 0 ? optim::clip_grad_norm(params, o.clip_grad_norm, gains)
                                      : optim::grad_norm(params, gains);
   if (!std::isfinite(r.grad_norm)) return r.diverged = "gradient norm", r;

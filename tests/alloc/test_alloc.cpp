@@ -8,10 +8,15 @@
 
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "qkv/config/config.hpp"
 #include "qkv/data/tasks.hpp"
+#include "qkv/dist/comm.hpp"
+#include "qkv/train/session.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/transformer.hpp"
 #include "qkv/ops/loss.hpp"
@@ -157,4 +162,45 @@ TEST_CASE("alloc: requests that grow a little at a time reuse cached blocks (gen
     CHECK(pool::stats().in_use_bytes - before <= 1000001 + 1000001 / 8);
   }
   CHECK(pool::stats().in_use_bytes == before);
+}
+
+// The trainer's own step (train::Session::step: the schedule's rate, the batch, train_step with
+// its clipping and the optimizer), as `qkv train` and bench_train --config run it.
+TEST_CASE("alloc: the trainer's step (train::Session) in steady state makes no heap allocation" *
+          doctest::skip(kSanitize)) {
+  // A small corpus for the text task (the masked objective: BERT's masking drawn per batch).
+  const std::string corpus = (std::filesystem::temp_directory_path() / "qkv_alloc_corpus.txt").string();
+  {
+    std::ofstream f(corpus);
+    for (int i = 0; i < 400; ++i) f << "the quick brown fox " << i << " jumps over the lazy dog; 我爱吃苹果。\n";
+  }
+  // (The grammar task is not here: its generator builds each sentence from the lexicon, which
+  // allocates; docs/performance.md.)
+  const std::vector<std::vector<std::string>> configs = {
+      {"task.name=sort", "model.d_model=32", "model.layers=2"},
+      {"task.name=text", "task.path=" + corpus, "task.objective=masked", "task.length=32", "model.d_model=32"},
+      {"task.name=sort", "model.arch=decoder", "model.positional=rope", "model.d_model=32", "optimizer.qk_gain=0.5",
+       "model.scale=1"}};
+  for (const auto& sets : configs)
+    for (int threads : {1, 2}) {
+      CAPTURE(sets[0]);
+      CAPTURE(sets[1]);
+      CAPTURE(threads);
+      std::vector<std::string> overrides = sets;
+      overrides.insert(overrides.end(), {"train.batch_size=8", "train.steps=10", "schedule.warmup_steps=2",
+                                         "train.threads=" + std::to_string(threads)});
+      set_num_threads(threads);
+      const config::Config cfg = config::parse_config("seed: 1\n", "alloc_test.yaml", overrides);
+      train::Session session(cfg, dist::world());
+      for (int step = 0; step < 6; ++step) {
+        const std::uint64_t n0 = test::g_operator_new_calls.load();
+        const pool::Stats p0 = pool::stats();
+        session.step();
+        if (step < 3) continue;
+        CAPTURE(step);
+        CHECK(test::g_operator_new_calls.load() - n0 == 0);
+        CHECK(pool::stats().system_allocations - p0.system_allocations == 0);
+      }
+      set_num_threads(1);
+    }
 }

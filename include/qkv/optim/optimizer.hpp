@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,8 @@ class Optimizer {
   /// The gain of each of `params` (ParamGroup::gain; 1 for one in no group), or empty when every
   /// group's gain is 1 (then nothing is allocated).
   std::vector<double> gains_of(const std::vector<Variable<T>>& params) const;
+  /// The same into `out` (cleared first; reusing its capacity, so a training step allocates nothing).
+  void gains_of(const std::vector<Variable<T>>& params, std::vector<double>& out) const;
   /// Number of step() calls so far (restored by load_state_dict).
   std::int64_t steps() const { return step_; }
   const std::vector<ParamGroup<T>>& groups() const { return groups_; }
@@ -114,6 +117,7 @@ class Optimizer {
 
  private:
   std::vector<ParamGroup<T>> groups_;
+  std::unordered_map<const void*, double> gain_by_id_;  // the parameters whose group's gain is not 1
   std::string name_;
   std::vector<std::string> buffer_names_;
   std::vector<std::vector<Array<T>>> buffers_;  // [buffer id][parameter index]
