@@ -108,3 +108,17 @@ def test_patch_with_a_metric_and_other_points(grammar):
         qkv.patch(m, CLEAN, "猫喜欢追[MASK]老鼠", answer="苹", wrong="香")
     with pytest.raises(ValueError, match="did you mean 'hook_z'"):
         qkv.patch(m, CLEAN, CORRUPT, answer="苹", wrong="香", point="hook_zz")
+
+
+def test_patch_equals_the_qkv_patch_command(grammar, grammar_ckpt, cli):
+    """qkv.patch (Python over run_with_hooks) and `qkv patch` (the library's interp/patching) agree."""
+    import json
+    r = qkv.patch(grammar, CLEAN, CORRUPT, answer="苹", wrong="香")
+    out = json.loads(cli.run("patch", grammar_ckpt, "--clean", CLEAN, "--corrupt", CORRUPT, "--answer", "苹",
+                             "--wrong", "香", "--json", "--threads", "1").stdout)
+    assert out["position"] == r["position"]
+    assert out["clean"] == pytest.approx(r["clean"], abs=1e-4)
+    assert out["corrupt"] == pytest.approx(r["corrupt"], abs=1e-4)
+    assert [layer["name"] for layer in out["layers"]] == r["layers"]
+    command = np.array([[h["restored"] for h in layer["heads"]] for layer in out["layers"]])
+    np.testing.assert_allclose(r["scores"], command, atol=1e-3 / max(abs(r["clean"] - r["corrupt"]), 1e-3))
