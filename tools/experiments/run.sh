@@ -365,20 +365,24 @@ pilot_dirs() {
 pilot_then_main() {
   local name=$1 q=() h lr where next round edges
   [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
-  sweep experiments/$name/pilot.yaml $name/pilot "${q[@]}" >&2
+  # A sweep with failed runs goes on to the next (they are retried on the next call; the report
+  # counts what finished). stdin is not the sweeps': the loops below read it.
+  sweep experiments/$name/pilot.yaml $name/pilot "${q[@]}" >&2 < /dev/null || echo "run.sh: $name: the pilot has failed runs" >&2
   for round in 1 2; do
     edges=0
     while read -r h lr where next; do
       [ "$where" = EDGE ] || continue
       edges=1
       echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extending it to $next" >&2
-      sweep experiments/$name/pilot.yaml $name/pilot_ext/h${h}_lr$next --grid model.heads=$h --grid optimizer.lr=$next "${q[@]}" >&2
+      sweep experiments/$name/pilot.yaml $name/pilot_ext/h${h}_lr$next --grid model.heads=$h --grid optimizer.lr=$next \
+          "${q[@]}" >&2 < /dev/null || echo "run.sh: $name: the extension at lr $next has failed runs" >&2
     done < <($py $S/roles.py select $(pilot_dirs $name))
     [ $edges = 0 ] && break
   done
   while read -r h lr where next; do
     [ "$where" = EDGE ] && echo "run.sh: $name: h = $h still chooses an edge lr ($lr) after two extensions" >&2
-    sweep experiments/$name/main.yaml $name/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}" >&2
+    sweep experiments/$name/main.yaml $name/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}" >&2 \
+        < /dev/null || echo "run.sh: $name: h = $h has failed runs" >&2
     echo "$runs/$name/main/h$h"
   done < <($py $S/roles.py select $(pilot_dirs $name))
 }
