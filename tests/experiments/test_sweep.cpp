@@ -228,16 +228,28 @@ TEST_CASE("sweep: a tiny sweep end to end - runner, results table, rerun skips, 
   CHECK(png.size() < 150 * 1024);
 }
 
-TEST_CASE("sweep: an interrupted run resumes from its last.h5 and ends as if never interrupted") {
-  const std::string dir = test::temp_dir("sweep_resume");
+namespace {
+
+// A one-run sweep file DIR/one.yaml over tiny_sweep's base, and its run as the sweep would start it
+// in DIR/a, stopped after 10 of its 20 steps: the run's directory.
+std::string stopped_run(const std::string& dir) {
   tiny_sweep(dir);
   write(dir + "/one.yaml", "base: base.yaml\nset:\n  train.threads: 1\ngrid:\n  model.heads: [2]\nseeds: [1]\n");
+  const std::string run = dir + "/a/runs/heads=2_seed=1";
+  std::string out;
+  REQUIRE_MESSAGE(test::run_command(std::string(QKV_CLI_PATH) + " train " + dir + "/base.yaml --quiet --set train.threads=1 "
+                                    "--set model.heads=2 --set seed=1 --set run.out=" + run + " --stop-after 10", &out) == 0,
+                  out);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("sweep: an interrupted run resumes from its last.h5 and ends as if never interrupted") {
+  const std::string dir = test::temp_dir("sweep_resume");
+  const std::string run = stopped_run(dir);
   const std::string qkv = QKV_CLI_PATH;
   std::string out;
-  // The run as the sweep would start it, stopped after 10 of its 20 steps.
-  const std::string run = dir + "/a/runs/heads=2_seed=1";
-  REQUIRE_MESSAGE(test::run_command(qkv + " train " + dir + "/base.yaml --quiet --set train.threads=1 --set model.heads=2 "
-                                              "--set seed=1 --set run.out=" + run + " --stop-after 10", &out) == 0, out);
   REQUIRE(fs::exists(run + "/last.h5"));
   REQUIRE_FALSE(fs::exists(run + "/result.csv"));
   // Evidence of a resume, not a restart (which would give the same numbers): the step-10
@@ -261,14 +273,10 @@ TEST_CASE("sweep: an interrupted run resumes from its last.h5 and ends as if nev
 
 TEST_CASE("sweep: a run stopped before its first last.h5 starts again in place, and ends as a fresh one") {
   const std::string dir = test::temp_dir("sweep_restart");
-  tiny_sweep(dir);
-  write(dir + "/one.yaml", "base: base.yaml\nset:\n  train.threads: 1\ngrid:\n  model.heads: [2]\nseeds: [1]\n");
+  const std::string run = stopped_run(dir);
   const std::string qkv = QKV_CLI_PATH;
   std::string out;
   // What a kill before the first periodic save leaves: the run's config and metrics, no last.h5.
-  const std::string run = dir + "/a/runs/heads=2_seed=1";
-  REQUIRE_MESSAGE(test::run_command(qkv + " train " + dir + "/base.yaml --quiet --set train.threads=1 --set model.heads=2 "
-                                              "--set seed=1 --set run.out=" + run + " --stop-after 10", &out) == 0, out);
   fs::remove(run + "/last.h5");
   REQUIRE(fs::exists(run + "/config.yaml"));
   REQUIRE_MESSAGE(test::run_command(qkv + " sweep " + dir + "/one.yaml --out " + dir + "/a", &out) == 0, out);
