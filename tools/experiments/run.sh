@@ -393,6 +393,10 @@ roles() {
   local o; o=$(out_dir roles); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
   $py $S/roles.py select $(pilot_dirs roles) > "$o/lr.txt"
+  local first=1 d
+  for d in $(pilot_dirs roles); do  # the pilot's runs, its extensions included
+    if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
+  done > "$o/pilot.csv"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
 }
