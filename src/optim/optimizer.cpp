@@ -1,8 +1,8 @@
 #include "qkv/optim/optimizer.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <set>
 
