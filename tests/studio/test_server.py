@@ -178,8 +178,9 @@ def run_files(srv, run_dir):
     c.close()
 
 
-def soak(srv, n):
-    """n mixed requests (good and bad) on one keep-alive connection; RSS after a warm-up and at the end."""
+def soak(srv, n, sanitized=False):
+    """n mixed requests (good and bad) on one keep-alive connection; RSS after a warm-up and at the end
+    (not under a sanitizer, whose quarantine keeps freed memory on purpose: then no 5xx is checked)."""
     c = su.Client(srv)
     mix = [("POST", "/api/analyze", {"input": {"text": "猫喜欢追逐老鼠"}, "query": {"layer": 0, "head": 1, "position": 3}}),
            ("POST", "/api/analyze", {"input": {"text": "我爱吃苹果", "masks": [2]}, "ablate": {"heads": [[1, 1]]}}),
@@ -204,8 +205,12 @@ def soak(srv, n):
     dt = time.monotonic() - t0
     c.close()
     grew = rss[1] - rss[0]
-    check(f"soak: {n} requests, the server's memory flat after a warm-up of {warm}", grew < 4096,
-          f"RSS {rss[0] / 1024:.1f} MB -> {rss[1] / 1024:.1f} MB ({grew:+d} kB); statuses {statuses}; {n / dt:.0f} requests/s")
+    detail = f"RSS {rss[0] / 1024:.1f} MB -> {rss[1] / 1024:.1f} MB ({grew:+d} kB); statuses {statuses}; {n / dt:.0f} requests/s"
+    if sanitized:
+        check(f"soak: {n} requests, every answer below 500 (a sanitizer build: its quarantine grows the RSS)",
+              all(code < 500 for code in statuses), detail)
+    else:
+        check(f"soak: {n} requests, the server's memory flat after a warm-up of {warm}", grew < 4096, detail)
     return rss, statuses, dt
 
 
@@ -234,6 +239,7 @@ def main():
     ap.add_argument("--qkv", required=True)
     ap.add_argument("--workdir", required=True, type=Path)
     ap.add_argument("--soak", type=int, default=1500, help="requests in the soak (default 1500)")
+    ap.add_argument("--sanitized", action="store_true", help="a sanitizer build: the soak checks answers, not memory")
     a = ap.parse_args()
     qkv = str(Path(a.qkv).resolve())
     work = a.workdir
@@ -252,7 +258,7 @@ def main():
         parallel(srv)
         reload(qkv, srv, served, g2)
         run_files(srv, work / "gzh")
-        soak(srv, a.soak)
+        soak(srv, a.soak, a.sanitized)
         status = srv.stop()
         check("Ctrl-C stops the server with status 0", status == 0 and "stopped" in "".join(srv.out), f"status {status}")
         check("no 5xx but the deliberate one logged", "".join(srv.err).count("qkv serve: POST /api/reload") == 1 and
