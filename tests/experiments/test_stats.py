@@ -164,6 +164,15 @@ def test_welch():
     check(t.method == "welch df=2.1", f"welch df: {t.method}")
     # df 2: P(|T| <= t) = t / sqrt(2 + t^2) in closed form.
     close(t.p, 1 - abs(tt) / math.sqrt(2 + tt * tt), 1e-12, "welch p, df 2 closed form")
+    # R: t.test(c(1,2,3), c(4,5,6))$conf.int = (-5.266958, -0.733042), df 4.
+    e = stats.welch_interval([1, 2, 3], [4, 5, 6])
+    close(e.value, -3.0, 1e-12, "welch interval: the difference")
+    close(e.low, -5.266958, 1e-5, "welch interval low, df 4")
+    close(e.high, -0.733042, 1e-5, "welch interval high, df 4")
+    # df 2 (floored from 2.14): t_{0.975, 2} = 4.302653.
+    e = stats.welch_interval([1, 2, 3, 4], [2, 8, 14])
+    close(e.high - e.value, 4.302653 * math.sqrt(5 / 12 + 12), 1e-5, "welch interval half-width, df 2")
+    check(math.isnan(stats.welch_interval([1], [2, 3]).low), "welch interval of one value: no interval")
 
 
 def test_holm():

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""Heads at fixed width on a character LM (experiments/lm_heads/README.md): the report.
+"""Heads, or the key size, at fixed width on a character LM: the report of experiments/lm_heads/
+(--key model.heads, the default) and experiments/lm_dk/ (--key model.head_dim, d_v fixed).
 
-    lm_heads.py RUNS.csv SWEEP_DIR... --out DIR
+    lm_heads.py RUNS.csv SWEEP_DIR... --out DIR [--key model.heads | model.head_dim]
 
-RUNS.csv is score.py's (--checkpoint last.h5 --columns model.heads): test bits per char of every
+RUNS.csv is score.py's (--checkpoint last.h5 --columns KEY): test bits per char of every
 run at the end of its budget. SWEEP_DIRs hold the runs' metrics.csv, for the plateau check: the
 validation loss at the last evaluation against the one a quarter of the budget earlier (a run has
 converged to its budget when it improved by less than 2% over that last quarter). Prints the
@@ -42,27 +43,32 @@ def main():
     ap.add_argument("runs")
     ap.add_argument("sweeps", nargs="+")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--key", default="model.heads", choices=["model.heads", "model.head_dim"])
     a = ap.parse_args()
+    key = a.key
+    heads = key == "model.heads"
+    name, sym = ("lm_heads", "h") if heads else ("lm_dk", "d_k")
     rows = [r for r in csv.DictReader(open(a.runs, newline="")) if r.get("test_bits_per_char") not in (None, "")]
     run_dirs = {}
     for d in a.sweeps:
         for r in csv.DictReader(open(Path(d) / "results.csv", newline="")):
-            run_dirs[(r["run"], r["model.heads"])] = Path(d) / "runs" / r["run"]
-    hs = sorted({int(r["model.heads"]) for r in rows})
-    by_h = {h: [r for r in rows if int(r["model.heads"]) == h] for h in hs}
+            run_dirs[(r["run"], r[key])] = Path(d) / "runs" / r["run"]
+    hs = sorted({int(r[key]) for r in rows})
+    by_h = {h: [r for r in rows if int(r[key]) == h] for h in hs}
     cpus = sorted({r.get("cpu", "") for r in rows} - {""})
     print(f"{len(rows)} runs; CPU: {', '.join(cpus) or 'unknown'}; every number on the test split, at the last step.\n")
-    print("| h | d_k = d_v | lr | test bits/char, mean [t 95%] | n | runs on their plateau (< 2% gain in the last quarter) |")
+    size = "d_k = d_v" if heads else "h, d_v"
+    print(f"| {sym} | {size} | lr | test bits/char, mean [t 95%] | n | runs on their plateau (< 2% gain in the last quarter) |")
     print("|---|---|---|---|---|---|")
     means = {}
     for h in hs:
         v = [float(r["test_bits_per_char"]) for r in by_h[h]]
         means[h] = sum(v) / len(v)
-        gains = [plateau_gain(run_dirs[(r["run"], r["model.heads"])]) for r in by_h[h] if (r["run"], r["model.heads"]) in run_dirs]
+        gains = [plateau_gain(run_dirs[(r["run"], r[key])]) for r in by_h[h] if (r["run"], r[key]) in run_dirs]
         flat = sum(g < PLATEAU for g in gains if not math.isnan(g))
-        print(f"| {h} | {64 // h} | {by_h[h][0]['lr']} | {fmt(stats.t_interval(v))} | {len(v)} | {flat}/{len(gains)} |")
+        print(f"| {h} | {64 // h if heads else '4, 16'} | {by_h[h][0]['lr']} | {fmt(stats.t_interval(v))} | {len(v)} | {flat}/{len(gains)} |")
     best = min(means, key=means.get)
-    print(f"\nBest mean: h = {best}. Tests stated before the runs (experiments/lm_heads/README.md):\n")
+    print(f"\nBest mean: {sym} = {best}. Tests stated before the runs (experiments/{name}/README.md):\n")
     # T1: each h against the best one, Holm-corrected permutation tests on the difference of means.
     tests = []
     for h in hs:
@@ -71,16 +77,23 @@ def main():
         x = [float(r["test_bits_per_char"]) for r in by_h[h]]
         y = [float(r["test_bits_per_char"]) for r in by_h[best]]
         p = stats.permutation_test(x, y)[1] if len(x) > 1 and len(y) > 1 else math.nan
-        tests.append((h, sum(x) / len(x) - sum(y) / len(y), p))
+        tests.append((h, stats.welch_interval(x, y), p))
     adjusted = stats.holm([p for _, _, p in tests]) if tests else []
     for (h, diff, p), q in zip(tests, adjusted):
-        print(f"- h = {h} vs h = {best}: {diff:+.3f} bits/char, permutation p = {p:.4f}, Holm-adjusted {q:.4f}")
-    # T2: more heads beyond 8 add noise: a rising trend of bits/char over h in {8, 16, 32}.
-    x = [int(r["model.heads"]) for r in rows if int(r["model.heads"]) >= 8]
-    y = [float(r["test_bits_per_char"]) for r in rows if int(r["model.heads"]) >= 8]
-    if len(set(x)) > 1:
-        rho, p = stats.spearman_test(x, y, alternative="greater")
-        print(f"- Trend over h = 8, 16, 32 (more heads, more bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
+        print(f"- {sym} = {h} vs {sym} = {best}: {diff.value:+.3f} bits/char [Welch 95% {diff.low:+.3f}, {diff.high:+.3f}], "
+              f"permutation p = {p:.4f}, Holm-adjusted {q:.4f}")
+    if heads:  # T2: more heads beyond 8 add noise: a rising trend of bits/char over h in {8, 16, 32}.
+        x = [int(r[key]) for r in rows if int(r[key]) >= 8]
+        y = [float(r["test_bits_per_char"]) for r in rows if int(r[key]) >= 8]
+        if len(set(x)) > 1:
+            rho, p = stats.spearman_test(x, y, alternative="greater")
+            print(f"- Trend over h = 8, 16, 32 (more heads, more bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
+    else:  # T1 of lm_dk: reducing d_k hurts: a falling trend of bits/char over d_k.
+        x = [int(r[key]) for r in rows]
+        y = [float(r["test_bits_per_char"]) for r in rows]
+        if len(set(x)) > 1:
+            rho, p = stats.spearman_test(x, y, alternative="less")
+            print(f"- Trend over d_k (a larger d_k, fewer bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -91,9 +104,9 @@ def main():
             ax.scatter([h] * len(v), v, s=12, color="grey")
         ax.plot(hs, [means[h] for h in hs], marker="o", color="black")
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("heads (width 64, d_k = d_v = 64 / h)")
+        ax.set_xlabel("heads (width 64, d_k = d_v = 64 / h)" if heads else "d_k (width 64, 4 heads, d_v = 16)")
         ax.set_ylabel("test bits per char (last step)")
-        ax.set_title("Heads at fixed width, char LM on fortunes")
+        ax.set_title("Heads at fixed width, char LM on fortunes" if heads else "Key size at fixed width and d_v, char LM on fortunes")
         fig.tight_layout()
         fig.savefig(Path(a.out) / "bits.png", dpi=100)
     except ImportError:

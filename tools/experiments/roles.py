@@ -2,10 +2,12 @@
 """Who and what heads (experiments/roles/README.md): role scores, head similarity and single-head
 ablations of masked grammar encoders with 1 to 32 heads.
 
-    roles.py select PILOT_DIR...                   the lr of each head count (lowest mean validation
-                                                   masked loss over the tuning seeds); one line
-                                                   "H LR interior" or "H LR EDGE NEXT" per head count,
-                                                   NEXT the half-decade lr beyond the edge (1, 3 x 10^k)
+    roles.py select PILOT_DIR... [--key model.heads]
+                                                   the lr of each head count, or each setting of KEY
+                                                   (lowest mean final validation loss over the
+                                                   tuning seeds); one line "H LR interior" or
+                                                   "H LR EDGE NEXT" per setting, NEXT the
+                                                   half-decade lr beyond the edge (1, 3 x 10^k)
     roles.py analyse SWEEP_DIR... --out DIR [--qkv build/qkv] [--examples 256] [--jobs 2]
     roles.py report DIR                            tables (markdown) and figures from DIR's CSVs
 
@@ -83,7 +85,7 @@ def cmd_select(a):
     rows = [r for r in sweep_rows(a.pilot) if r.get("status") in ("steps", "target", "diverged")]
     for r in rows:
         r["lr"] = r["optimizer.lr"]
-    choices, _ = lrsel.select_lr(rows, ["model.heads"], metric="final_loss", direction="min")
+    choices, _ = lrsel.select_lr(rows, [a.key], metric="final_loss", direction="min")
     for setting in sorted(choices, key=lambda s: float(s[0])):
         c = choices[setting]
         lrs = sorted(float(x.lr) for x in c.candidates)
@@ -95,6 +97,17 @@ def cmd_select(a):
 
 
 # ---- analyse ----
+
+def config_lr(run_dir):
+    """optimizer.lr of a run's resolved config.yaml (a sweep given --set optimizer.lr has no column of it)."""
+    section = ""
+    for line in open(run_dir / "config.yaml"):
+        if line and not line[0].isspace():
+            section = line.split(":")[0]
+        elif section == "optimizer" and line.strip().startswith("lr:"):
+            return line.split(":", 1)[1].strip()
+    fail(f"{run_dir / 'config.yaml'}: no optimizer.lr")
+
 
 def analyse_run(a, row):
     run_dir = Path(row["_dir"]) / "runs" / row["run"]
@@ -109,7 +122,7 @@ def analyse_run(a, row):
             vals["val_loss"], vals["test_loss"] = float(parts[-2]), float(parts[-1])
         if line.strip().startswith("masked accuracy"):
             vals["val_acc"], vals["test_acc"] = float(parts[-2].rstrip("%")) / 100, float(parts[-1].rstrip("%")) / 100
-    out["runs"].append({"run": row["run"], "heads": heads, "seed": seed, "lr": row["optimizer.lr"], **vals})
+    out["runs"].append({"run": row["run"], "heads": heads, "seed": seed, "lr": row.get("optimizer.lr") or config_lr(run_dir), **vals})
     with tempfile.TemporaryDirectory() as d:
         scores, sim = Path(d) / "heads.csv", Path(d) / "sim.csv"
         qkv(a.qkv, "heads", ck, "--examples", str(a.examples), "--csv", str(scores), "--similarity", str(sim))
@@ -288,6 +301,7 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("select")
     s.add_argument("pilot", nargs="+")
+    s.add_argument("--key", default="model.heads", help="the setting each lr is chosen for (a sweep column)")
     s = sub.add_parser("analyse")
     s.add_argument("sweeps", nargs="+")
     s.add_argument("--out", required=True)

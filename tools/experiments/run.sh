@@ -4,8 +4,8 @@
 #
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
-# NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads
-#   (default: all of them).
+# NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
+#   lm_dk (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -350,20 +350,19 @@ grokking() {
   $py $S/grokking.py "$o/runs.csv" $runs/grokking --out "$o/grokking.png" --steps "$o/steps.csv" > "$o/results.md"
 }
 
-# pilot_then_main NAME STEPS WARMUP: the lr pilot of experiments/NAME/pilot.yaml on its tuning seeds,
-# then each head count of main.yaml at the lr its pilot chose (an lr at an edge of the grid is
-# reported: the grid must be extended); prints the sweep directories of the reported runs.
 # The pilot's sweep directories: its grid, then one per extension of the grid.
 pilot_dirs() {
   echo "$runs/$1/pilot"
   [ -d "$runs/$1/pilot_ext" ] && find "$runs/$1/pilot_ext" -mindepth 1 -maxdepth 1 -type d | sort
   return 0
 }
-# pilot_then_main NAME QUICK_STEPS QUICK_WARMUP: the lr pilot (tuning seeds), the grid extended by a
-# half-decade beyond any edge lr (up to twice: an lr still at the edge is reported as such), then
-# the main sweep of each head count at its lr; prints the main sweep directories.
+# pilot_then_main NAME QUICK_STEPS QUICK_WARMUP [KEY PREFIX]: the lr pilot of
+# experiments/NAME/pilot.yaml (tuning seeds), the grid extended by a half-decade beyond any edge lr
+# (up to twice: an lr still at the edge is reported as such), then the main sweep of each setting of
+# KEY (default model.heads, directories h<value>; lm_dk: model.head_dim, dk<value>) at its lr;
+# prints the main sweep directories.
 pilot_then_main() {
-  local name=$1 q=() h lr where next round edges
+  local name=$1 key=${4:-model.heads} pre=${5:-h} q=() h lr where next round edges
   [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
   # A sweep with failed runs goes on to the next (they are retried on the next call; the report
   # counts what finished). stdin is not the sweeps': the loops below read it.
@@ -373,18 +372,18 @@ pilot_then_main() {
     while read -r h lr where next; do
       [ "$where" = EDGE ] || continue
       edges=1
-      echo "run.sh: $name: h = $h chose lr $lr, an edge of the pilot's grid: extending it to $next" >&2
-      sweep experiments/$name/pilot.yaml $name/pilot_ext/h${h}_lr$next --grid model.heads=$h --grid optimizer.lr=$next \
+      echo "run.sh: $name: $key = $h chose lr $lr, an edge of the pilot's grid: extending it to $next" >&2
+      sweep experiments/$name/pilot.yaml $name/pilot_ext/$pre${h}_lr$next --grid $key=$h --grid optimizer.lr=$next \
           "${q[@]}" >&2 < /dev/null || echo "run.sh: $name: the extension at lr $next has failed runs" >&2
-    done < <($py $S/roles.py select $(pilot_dirs $name))
+    done < <($py $S/roles.py select --key $key $(pilot_dirs $name))
     [ $edges = 0 ] && break
   done
   while read -r h lr where next; do
-    [ "$where" = EDGE ] && echo "run.sh: $name: h = $h still chooses an edge lr ($lr) after two extensions" >&2
-    sweep experiments/$name/main.yaml $name/main/h$h --grid model.heads=$h --set optimizer.lr=$lr "${q[@]}" >&2 \
-        < /dev/null || echo "run.sh: $name: h = $h has failed runs" >&2
-    echo "$runs/$name/main/h$h"
-  done < <($py $S/roles.py select $(pilot_dirs $name))
+    [ "$where" = EDGE ] && echo "run.sh: $name: $key = $h still chooses an edge lr ($lr) after two extensions" >&2
+    sweep experiments/$name/main.yaml $name/main/$pre$h --grid $key=$h --set optimizer.lr=$lr "${q[@]}" >&2 \
+        < /dev/null || echo "run.sh: $name: $key = $h has failed runs" >&2
+    echo "$runs/$name/main/$pre$h"
+  done < <($py $S/roles.py select --key $key $(pilot_dirs $name))
 }
 
 # Who and what heads (experiments/roles/README.md): role scores, head similarity and single-head
@@ -410,6 +409,17 @@ lm_heads() {
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" > "$o/results.md"
+}
+
+# The key size d_k at fixed width and d_v on a character LM (experiments/lm_dk/README.md), scored
+# at the last step.
+lm_dk() {
+  local o; o=$(out_dir lm_dk); mkdir -p "$o"
+  local dirs; mapfile -t dirs < <(pilot_then_main lm_dk 200 20 model.head_dim dk)
+  $py $S/roles.py select --key model.head_dim $(pilot_dirs lm_dk) > "$o/lr.txt"
+  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.head_dim --out "$o/runs.csv" \
+      --jobs "$jobs" --qkv "$qkv"
+  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key model.head_dim > "$o/results.md"
 }
 
 if [ $status = 1 ]; then

@@ -269,6 +269,25 @@ def welch_t(x, y):
     return Test(t, max(0.0, 1 - t_abs_cdf(t, max(1, math.floor(df + 1e-9)))), f"welch df={df:.1f}")
 
 
+def welch_interval(x, y, alpha=0.05):
+    """Welch confidence interval for mean(x) - mean(y): diff +- t_{1-alpha/2, df'} sqrt(s_x^2/n_x +
+    s_y^2/n_y), df' the Welch-Satterthwaite degrees of freedom rounded down (as welch_t; wider, so
+    conservative). Fewer than 2 values in an arm: low = high = nan. Returns Estimate(diff, low,
+    high, n_x + n_y, "welch").
+    """
+    x, y = np.array(_finite(x)), np.array(_finite(y))
+    if len(x) < 2 or len(y) < 2:
+        diff = float(x.mean() - y.mean()) if len(x) and len(y) else math.nan
+        return Estimate(diff, math.nan, math.nan, len(x) + len(y), "welch")
+    vx, vy = x.var(ddof=1) / len(x), y.var(ddof=1) / len(y)
+    diff = float(x.mean() - y.mean())
+    if vx + vy == 0:
+        return Estimate(diff, diff, diff, len(x) + len(y), "welch")
+    df = (vx + vy) ** 2 / (vx ** 2 / (len(x) - 1) + vy ** 2 / (len(y) - 1))
+    half = t_quantile(max(1, math.floor(df + 1e-9)), alpha) * math.sqrt(vx + vy)
+    return Estimate(diff, diff - half, diff + half, len(x) + len(y), "welch")
+
+
 def holm(pvalues):
     """Holm-Bonferroni adjusted p-values, in the input order.
 
