@@ -234,7 +234,10 @@ class Twin:
             import text_corpus
             masked = cfg["task"].get("objective", "causal") == "masked"
             self.task = MaskedText(cfg["task"]) if masked else text_corpus.TextTask(cfg["task"])
-            o = replace(qkv_mirror.parse_options(cfg["model"]), max_len=self.task.length)
+            o = qkv_mirror.parse_options(cfg["model"])
+            # qkv's context (src/model/task_model.cpp): a decoder's is the task's length; an encoder
+            # keeps model.max_len (learned positions up to it) when that is longer.
+            o = replace(o, max_len=max(o.max_len, self.task.length) if o.arch == "encoder" else self.task.length)
             sizes = qkv_mirror.Sizes(self.task.input_vocab, self.task.num_classes)
             self.model = qkv_mirror.ARCHS[o.arch](o, sizes)
         else:
