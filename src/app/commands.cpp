@@ -78,7 +78,7 @@ int eval(const std::string& path, const std::vector<std::string>& overrides, int
 int inspect(const std::string& path) {
   return guarded([&] {
     io::check_input_file(path, "checkpoint");
-    probe_checkpoint(path);
+    probe_checkpoint(path, ProbeRead::Inspect);
     std::cout << io::inspect(path);
     return 0;
   });

@@ -45,7 +45,7 @@ unsigned long long mapped_bytes() {
 }
 #endif
 
-[[noreturn]] void child(const std::string& path, unsigned long long file_bytes) {
+[[noreturn]] void child(const std::string& path, ProbeRead read, unsigned long long file_bytes) {
 #ifndef QKV_SANITIZE  // AddressSanitizer reserves terabytes of shadow address space
   const unsigned long long limit = mapped_bytes() + (2ull << 30) + 4 * file_bytes;
   rlimit r{limit, limit};
@@ -63,8 +63,8 @@ unsigned long long mapped_bytes() {
 #endif
   int status = kReadOk;
   try {
-    (void)io::inspect(path);
-    (void)io::load_checkpoint(path);
+    if (read == ProbeRead::Inspect) (void)io::inspect(path);
+    else (void)io::load_checkpoint(path);
   } catch (const std::bad_alloc&) {
     status = kOutOfMemory;
   } catch (...) {
@@ -83,14 +83,14 @@ std::string describe(int wstatus) {
 
 }  // namespace
 
-void probe_checkpoint(const std::string& path, int timeout_seconds) {
+void probe_checkpoint(const std::string& path, ProbeRead read, int timeout_seconds) {
   if (std::getenv("QKV_NO_PROBE") || std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE")) return;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;  // the load names the problem
   std::fflush(nullptr);  // nothing buffered is written twice
   const pid_t pid = ::fork();
   if (pid < 0) return;  // cannot probe: read it directly, as without the probe
-  if (pid == 0) child(path, static_cast<unsigned long long>(st.st_size));
+  if (pid == 0) child(path, read, static_cast<unsigned long long>(st.st_size));
 
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + std::chrono::seconds(timeout_seconds);

@@ -284,13 +284,9 @@ void save_array_file(const std::string& path, const ArrayFile& f) {
 ArrayFile load_array_file(const std::string& path, const std::string& format, std::int64_t version) {
   h5::quiet();
   try {
-    const std::string image = detail::read_whole_file(path);
+    std::string image = detail::read_whole_file(path);
     verify_header(image, format, version);
-    h5::Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");
-    h5::check(H5Pset_fapl_core(fapl, std::size_t(1) << 20, false), "core driver");
-    h5::check(H5Pset_file_image(fapl, const_cast<char*>(image.data()), image.size()), "cannot hand the file image to HDF5");
-    Handle file(H5Fopen(("qkv-verified-image:" + path).c_str(), H5F_ACC_RDONLY, fapl), H5Fclose,
-                "cannot open the HDF5 file after the header");
+    Handle file = h5::open_image(std::move(image), "qkv-verified-image:" + path, "cannot open the HDF5 file after the header");
     Handle root(H5Gopen2(file, "/", H5P_DEFAULT), H5Gclose, "cannot open the root group");
     ArrayFile f;
     f.format = h5::read_string_attribute(root, "format", "/");

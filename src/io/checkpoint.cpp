@@ -225,16 +225,13 @@ std::string parent_dir(const std::string& path) {
 // can change between the check and the parse, and HDF5 never sees unverified bytes.
 Handle open_for_reading(const std::string& path, bool verify) {
   h5::quiet();
-  const std::string image = detail::read_whole_file(path);
+  std::string image = detail::read_whole_file(path);
   if (verify) verify_checkpoint_image(image, path);
   else if (image.empty()) throw IoError("not an HDF5 file (the file is empty)");
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");
-  h5::check(H5Pset_fapl_core(fapl, std::size_t(1) << 20, false), "core driver");
-  h5::check(H5Pset_file_image(fapl, const_cast<char*>(image.data()), image.size()), "cannot hand the file image to HDF5");
   // A name no file has: HDF5 reads the image only, never the disk.
-  const std::string name = "qkv-verified-image:" + path;
-  return Handle(H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose,
-                verify ? "cannot open the HDF5 file after the qkv header (crafted?)" : "cannot open as an HDF5 file (truncated or damaged?)");
+  return h5::open_image(std::move(image), "qkv-verified-image:" + path,
+                        verify ? "cannot open the HDF5 file after the qkv header (crafted?)"
+                               : "cannot open as an HDF5 file (truncated or damaged?)");
 }
 
 std::string version_error(std::int64_t version, const std::string& path) {

@@ -20,18 +20,24 @@ namespace {
 
 constexpr const char* kHdf5Signature = "\x89HDF\r\n\x1a\n";
 
-// Byte-wise table of the reflected ECMA-182 polynomial.
-const std::array<std::uint64_t, 256>& crc_table() {
-  static const std::array<std::uint64_t, 256> table = [] {
-    std::array<std::uint64_t, 256> t{};
+// Tables of the reflected ECMA-182 polynomial for slicing-by-8 (Kounavis and Berry 2008): t[0] is
+// the byte-wise table, t[k][i] the CRC of byte i followed by k zero bytes, so eight table lookups
+// advance the CRC by eight bytes at once (about 5x the byte-wise loop; reading a checkpoint
+// checks every byte of it).
+using CrcTables = std::array<std::array<std::uint64_t, 256>, 8>;
+const CrcTables& crc_tables() {
+  static const CrcTables tables = [] {
+    CrcTables t{};
     for (std::uint64_t i = 0; i < 256; ++i) {
       std::uint64_t c = i;
       for (int k = 0; k < 8; ++k) c = (c >> 1) ^ ((c & 1) ? 0xC96C5795D7870F42ull : 0);
-      t[i] = c;
+      t[0][i] = c;
     }
+    for (std::size_t k = 1; k < 8; ++k)
+      for (std::size_t i = 0; i < 256; ++i) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
     return t;
   }();
-  return table;
+  return tables;
 }
 
 bool starts_with(const std::string& s, const char* prefix, std::size_t n) {
@@ -73,10 +79,18 @@ std::string hex(std::uint64_t v) {
 }  // namespace
 
 std::uint64_t checkpoint_checksum(const void* data, std::size_t size) {
-  const auto& table = crc_table();
+  const CrcTables& t = crc_tables();
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint64_t crc = ~std::uint64_t(0);
-  for (std::size_t i = 0; i < size; ++i) crc = table[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
+  std::size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    std::uint64_t w = 0;  // the next eight bytes, the first in the low byte (any host byte order)
+    for (int b = 7; b >= 0; --b) w = (w << 8) | p[i + b];
+    w ^= crc;
+    crc = t[7][w & 0xFF] ^ t[6][(w >> 8) & 0xFF] ^ t[5][(w >> 16) & 0xFF] ^ t[4][(w >> 24) & 0xFF] ^
+          t[3][(w >> 32) & 0xFF] ^ t[2][(w >> 40) & 0xFF] ^ t[1][(w >> 48) & 0xFF] ^ t[0][w >> 56];
+  }
+  for (; i < size; ++i) crc = t[0][(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }
 

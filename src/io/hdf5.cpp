@@ -56,6 +56,71 @@ void check(herr_t status, const std::string& what) {
   if (status < 0) throw IoError(what + ": " + last_error());
 }
 
+namespace {
+
+// The image HDF5 reads. HDF5 asks for a buffer of the image's size when the image is set on a
+// property list, when the list is copied and when the file opens; each time it is handed these
+// bytes (`users` counts them, image_free gives them back), and the "copy" that follows is of the
+// buffer onto itself. The lists hold the struct itself through udata_copy and udata_free
+// (`refs`); the core driver keeps using the bytes after its property list is closed, until the
+// file closes, without a reference of its own. So the bytes go when neither count is left, as in
+// H5LT's file images. Nothing writes (read-only), so nothing reallocates.
+struct SharedImage {
+  std::string bytes;
+  int refs = 1;   // udata references: ours at first, then the property lists'
+  int users = 0;  // buffers handed out and not given back
+};
+
+void release_if_unused(SharedImage* im) {
+  if (im->refs == 0 && im->users == 0) delete im;
+}
+void* image_malloc(std::size_t size, H5FD_file_image_op_t, void* udata) {
+  auto* im = static_cast<SharedImage*>(udata);
+  if (size != im->bytes.size()) return nullptr;
+  ++im->users;
+  return im->bytes.data();
+}
+void* image_memcpy(void* dest, const void* src, std::size_t size, H5FD_file_image_op_t, void*) {
+  if (dest != src) std::memcpy(dest, src, size);  // H5Pget_file_image into a buffer of the caller's
+  return dest;
+}
+void* image_realloc(void*, std::size_t, H5FD_file_image_op_t, void*) { return nullptr; }
+herr_t image_free(void*, H5FD_file_image_op_t, void* udata) {
+  auto* im = static_cast<SharedImage*>(udata);
+  --im->users;
+  release_if_unused(im);
+  return 0;
+}
+void* udata_copy(void* udata) {
+  ++static_cast<SharedImage*>(udata)->refs;
+  return udata;
+}
+herr_t udata_free(void* udata) {
+  auto* im = static_cast<SharedImage*>(udata);
+  --im->refs;
+  release_if_unused(im);
+  return 0;
+}
+
+}  // namespace
+
+Handle open_image(std::string image, const std::string& name, const std::string& what) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");
+  check(H5Pset_fapl_core(fapl, std::size_t(1) << 20, false), "core driver");
+  auto* shared = new SharedImage{std::move(image)};
+  H5FD_file_image_callbacks_t callbacks{image_malloc, image_memcpy, image_realloc, image_free,
+                                        udata_copy,   udata_free,   shared};
+  herr_t status = H5Pset_file_image_callbacks(fapl, &callbacks);
+  if (status >= 0) status = H5Pset_file_image(fapl, shared->bytes.data(), shared->bytes.size());
+  hid_t file = status >= 0 ? H5Fopen(name.c_str(), H5F_ACC_RDONLY, fapl) : H5I_INVALID_HID;
+  const std::string reason = file < 0 ? last_error() : "";
+  fapl = Handle();     // the property list gives back what it holds
+  udata_free(shared);  // and so do we: from here the open file alone keeps the image
+  if (status < 0) throw IoError("cannot hand the file image to HDF5: " + reason);
+  if (file < 0) throw IoError(what + ": " + reason);
+  return Handle(file, H5Fclose, what);
+}
+
 Handle create_group(hid_t parent, const std::string& name) {
   Handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose, "H5Pcreate");
   check(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED), "link creation order");

@@ -55,6 +55,13 @@ class Handle {
 /// Throws IoError("<what>: <last_error()>") when status < 0.
 void check(herr_t status, const std::string& what);
 
+/// Open `image` (the bytes of an HDF5 file) read-only, from memory, as HDF5's core driver: HDF5
+/// reads these bytes and never the disk (`name` is only what its messages call the file). The
+/// image moves into HDF5's keeping and is freed when the file and every property list holding it
+/// are closed; HDF5 makes no copy of it (file-image callbacks, as H5LTopen_file_image with
+/// H5LT_FILE_IMAGE_DONT_COPY). Throws IoError("<what>: <last_error()>") when HDF5 cannot open it.
+Handle open_image(std::string image, const std::string& name, const std::string& what);
+
 /// A child group whose links and attributes keep creation order (so names read back in the
 /// order they were written).
 Handle create_group(hid_t parent, const std::string& name);

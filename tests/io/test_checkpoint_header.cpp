@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <hdf5.h>
 
+#include <vector>
 
 #include "io/checkpoint_edit.hpp"
 #include "qkv/io/checkpoint.hpp"
@@ -42,6 +43,30 @@ TEST_CASE("checkpoint header: CRC-64/XZ gives the catalogue check value") {
   CHECK(checkpoint_checksum("123456789", 9) == 0x995DC9BBDF1939FAull);
   CHECK(checkpoint_checksum("", 0) == 0);
   CHECK(checkpoint_checksum("123456780", 9) != 0x995DC9BBDF1939FAull);
+}
+
+TEST_CASE("checkpoint header: the 8-bytes-at-a-time CRC equals the bit-wise definition at every length and offset") {
+  // The definition, one bit at a time: reflected ECMA-182, initial value and final xor all ones.
+  auto bitwise = [](const unsigned char* p, std::size_t n) {
+    std::uint64_t crc = ~std::uint64_t(0);
+    for (std::size_t i = 0; i < n; ++i) {
+      crc ^= p[i];
+      for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ ((crc & 1) ? 0xC96C5795D7870F42ull : 0);
+    }
+    return ~crc;
+  };
+  std::vector<unsigned char> bytes(300);
+  std::uint64_t x = 88172645463325252ull;  // xorshift64: every byte value, no pattern of period 8
+  for (auto& b : bytes) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b = static_cast<unsigned char>(x >> 56);
+  }
+  for (std::size_t offset = 0; offset < 8; ++offset)
+    for (std::size_t n = 0; n + offset <= bytes.size(); n += 1 + n / 16) {
+      CAPTURE(offset);
+      CAPTURE(n);
+      CHECK(checkpoint_checksum(bytes.data() + offset, n) == bitwise(bytes.data() + offset, n));
+    }
 }
 
 TEST_CASE("checkpoint header: a saved file starts with a readable header and is a plain HDF5 file after it") {
