@@ -5,7 +5,7 @@
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
-#   lm_dk (default: all of them).
+#   lm_dk, scale_dv (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
@@ -35,12 +35,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -195,6 +195,43 @@ scale_exact() {
   done
   [ -d $runs/scale_exact/scaled ] || { echo "run.sh: no sweeps in $runs/scale_exact: results.md kept" >&2; return 0; }
   $py $S/scale.py exact "$o"/{scaled,exact,init}.csv --sweeps $runs/scale_exact > "$o/results.md"
+}
+
+# The 1/sqrt(d_k) scale with d_v fixed (experiments/scale_dv/README.md): scaled and unscaled, each
+# with its own lr pilot per d_k, a fixed budget, scored at the last checkpoint.
+scale_dv() {
+  local o; o=$(out_dir scale_dv); mkdir -p "$o"
+  local arm dirs R=($py $S/report.py)
+  for arm in scaled unscaled; do
+    mapfile -t dirs < <(pilot_then_main scale_dv/$arm 100 20 model.head_dim dk)
+    chosen_lrs scale_dv/$arm model.head_dim "$o/lr_$arm.txt"
+    has_sweeps scale_dv "${dirs[@]}" || return 0
+    score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
+  done
+  local arms=("$o/scaled.csv" "$o/unscaled.csv")
+  {
+    "${R[@]}" table "${arms[@]}" --group arm,model.head_dim --metric 'test_token_acc:success>=0.99' --compare arm=scaled \
+        --title "T1: scaled against unscaled at each d_k, d_v = 64 fixed: recall, one head, 1000 steps, last checkpoint, test split; the stated family of 5 Fisher tests"
+    echo
+    "${R[@]}" table "${arms[@]}" --group arm,model.head_dim --metric 'test_token_acc:success>=0.95' \
+        --metric test_token_acc:median --metric attn_qk_var:median --metric attn_entropy:median \
+        --title "The same runs: solved at test >= 0.95, test token accuracy, Var(q . k) and attention entropy at the end (not tested)"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=unscaled --x model.head_dim --metric test_token_acc \
+        --alternative less --stated before --title "T2: the unscaled model's test token accuracy falls as d_k grows"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=scaled --x model.head_dim --metric test_token_acc \
+        --alternative two-sided --stated before --title "T3: the scaled model's test token accuracy against d_k"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=unscaled --x model.head_dim --metric attn_qk_var \
+        --alternative greater --stated before --title "T4: Var(q . k) at the end of training grows with d_k, unscaled"
+    echo
+    "${R[@]}" plot-rate "${arms[@]}" --x model.head_dim --series arm --logx \
+        --label arm=scaled:"scaled (1/sqrt(d_k))" --label arm=unscaled:"unscaled" \
+        --metric 'test_token_acc:success>=0.99' --metric 'test_token_acc:success>=0.95' \
+        --xlabel "d_k, d_v = 64 fixed (log scale)" --out "$o/solved.png" \
+        --title "Recall solved against d_k with d_v fixed, per arm (lr chosen per arm and d_k on tuning seeds)"
+  } > "$o/results.md"
 }
 
 heads() {
@@ -356,6 +393,26 @@ pilot_dirs() {
   [ -d "$runs/$1/pilot_ext" ] && find "$runs/$1/pilot_ext" -mindepth 1 -maxdepth 1 -type d | sort
   return 0
 }
+# chosen_lrs NAME KEY OUT: the lr each setting of KEY took (roles.py select over the pilot and its
+# extensions) into OUT; without the pilot's sweeps (--report-only on a checkout) the committed OUT
+# is kept.
+chosen_lrs() {
+  local name=$1 key=$2 out=$3
+  if [ ! -d "$runs/$name/pilot" ]; then
+    echo "run.sh: no pilot in $runs/$name: $out kept" >&2
+    return 0
+  fi
+  $py $S/roles.py select --key $key $(pilot_dirs $name) > "$out.new"
+  mv "$out.new" "$out"
+}
+# has_sweeps NAME DIR...: whether there are sweeps to report from; without them (--report-only on a
+# checkout) NAME's results.md is kept, and a message says so.
+has_sweeps() {
+  local name=$1; shift
+  [ $# -gt 0 ] && return 0
+  echo "run.sh: no sweeps of $name in $runs: experiments/$name/results.md kept" >&2
+  return 1
+}
 # pilot_then_main NAME QUICK_STEPS QUICK_WARMUP [KEY PREFIX]: the lr pilot of
 # experiments/NAME/pilot.yaml (tuning seeds), the grid extended by a half-decade beyond any edge lr
 # (up to twice: an lr still at the edge is reported as such), then the main sweep of each setting of
@@ -363,6 +420,10 @@ pilot_dirs() {
 # prints the main sweep directories.
 pilot_then_main() {
   local name=$1 key=${4:-model.heads} pre=${5:-h} q=() h lr where next round edges
+  if [ $report_only = 1 ]; then  # no training: the main sweeps that are here, if any
+    [ -d "$runs/$name/main" ] && find "$runs/$name/main" -mindepth 1 -maxdepth 1 -type d | sort
+    return 0
+  fi
   [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
   # A sweep with failed runs goes on to the next (they are retried on the next call; the report
   # counts what finished). stdin is not the sweeps': the loops below read it.
@@ -391,7 +452,8 @@ pilot_then_main() {
 roles() {
   local o; o=$(out_dir roles); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
-  $py $S/roles.py select $(pilot_dirs roles) > "$o/lr.txt"
+  chosen_lrs roles model.heads "$o/lr.txt"
+  has_sweeps roles "${dirs[@]}" || return 0
   local first=1 d
   for d in $(pilot_dirs roles); do  # the pilot's runs, its extensions included
     if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
@@ -405,7 +467,8 @@ roles() {
 lm_heads() {
   local o; o=$(out_dir lm_heads); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main lm_heads 200 20)
-  $py $S/roles.py select $(pilot_dirs lm_heads) > "$o/lr.txt"
+  chosen_lrs lm_heads model.heads "$o/lr.txt"
+  has_sweeps lm_heads "${dirs[@]}" || return 0
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" > "$o/results.md"
@@ -416,7 +479,8 @@ lm_heads() {
 lm_dk() {
   local o; o=$(out_dir lm_dk); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main lm_dk 200 20 model.head_dim dk)
-  $py $S/roles.py select --key model.head_dim $(pilot_dirs lm_dk) > "$o/lr.txt"
+  chosen_lrs lm_dk model.head_dim "$o/lr.txt"
+  has_sweeps lm_dk "${dirs[@]}" || return 0
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.head_dim --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key model.head_dim > "$o/results.md"

@@ -3,7 +3,7 @@
 
     status.py NAME RUNS_DIR [--jobs 2] [--qkv build/qkv]
 
-Planned runs: those of every sweep file experiments/NAME/*.yaml (`qkv sweep FILE --dry-run`);
+Planned runs: those of every sweep file experiments/NAME/**/*.yaml (`qkv sweep FILE --dry-run`);
 finished: the run directories under RUNS_DIR/NAME holding result.csv; the estimate: the left runs
 times the mean wall time of the finished ones, divided by --jobs (runs at a time).
 """
@@ -22,7 +22,7 @@ def main():
     ap.add_argument("--qkv", default="build/qkv")
     a = ap.parse_args()
     planned = 0
-    for f in sorted(Path("experiments", a.name).glob("*.yaml")):
+    for f in sorted(Path("experiments", a.name).rglob("*.yaml")):
         r = subprocess.run([a.qkv, "sweep", str(f), "--dry-run"], capture_output=True, text=True)
         if r.returncode == 0:
             planned += max(0, len(r.stdout.strip().splitlines()) - 1)
