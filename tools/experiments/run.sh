@@ -399,7 +399,7 @@ pilot_dirs() {
 chosen_lrs() {
   local name=$1 key=$2 out=$3
   if [ ! -d "$runs/$name/pilot" ]; then
-    echo "run.sh: no pilot in $runs/$name: $out kept" >&2
+    echo "run.sh: no pilot in $runs/$name: $out not rewritten" >&2
     return 0
   fi
   $py $S/roles.py select --key $key $(pilot_dirs $name) > "$out.new"
