@@ -555,10 +555,43 @@ def test_committed_reports():
                   f"(exit {p.returncode}; {p.stderr.strip()[-200:]})")
 
 
+def test_report_only_keeps():
+    """`run.sh --report-only` on a checkout without sweeps: the experiments whose reports need the runs'
+    own files keep their committed lr.txt and results.md byte for byte, and exit 0; scale_dv's tables are
+    remade from its committed CSVs, or kept when there are none."""
+    import shutil
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copytree(os.path.join(ROOT, "tools"), os.path.join(d, "tools"),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        names = ["roles", "lm_heads", "lm_dk", "scale_dv"]
+        for n in names:
+            shutil.copytree(os.path.join(ROOT, "experiments", n), os.path.join(d, "experiments", n))
+        def snapshot():
+            out = {}
+            for n in names:
+                for f in ("lr.txt", "results.md", "lr_scaled.txt", "lr_unscaled.txt"):
+                    path = os.path.join(d, "experiments", n, f)
+                    if os.path.exists(path):
+                        out[(n, f)] = open(path, "rb").read()
+            return out
+        before = snapshot()
+        has_csv = os.path.exists(os.path.join(d, "experiments", "scale_dv", "scaled.csv"))
+        p = subprocess.run(["bash", os.path.join(d, "tools", "experiments", "run.sh"), "--report-only", *names],
+                           capture_output=True, text=True, timeout=300)
+        check(p.returncode == 0, f"run.sh --report-only without sweeps exits 0 (exit {p.returncode}: {p.stderr[-300:]})")
+        after = snapshot()
+        for key, old in before.items():
+            if key == ("scale_dv", "results.md") and has_csv:
+                continue  # remade from the committed CSVs
+            check(after.get(key) == old, f"{key[0]}/{key[1]} is kept byte for byte by --report-only without sweeps")
+        check("roles/results.md kept" in p.stderr and "lm_heads/results.md kept" in p.stderr,
+              "run.sh says which reports it kept")
+
+
 def main():
     for test in (test_wilson, test_fisher, test_mann_whitney, test_permutation, test_bootstrap_t, test_welch, test_holm,
                  test_kaplan_meier, test_select, test_spearman, test_spearman_strata, test_wilcoxon, test_lr_estimates,
-                 test_end_to_end, test_committed_reports):
+                 test_end_to_end, test_committed_reports, test_report_only_keeps):
         try:
             test()
         except Exception as e:  # a crash is a failure of that test, not of the script

@@ -19,7 +19,8 @@
 #   run (2026-12-02, AVX2 EPYC); grokking adds about 1 min (63 s, 2026-12-03, AVX-512 EPYC, shared).
 # --report-only: no training; score and report what the sweep directories hold. Where an experiment's
 #   sweep directories are not there (a checkout holds only the committed per-run CSVs), its tables
-#   are remade from the committed CSVs and the figures drawn from per-run curves are kept as they are;
+#   are remade from the committed CSVs and the figures drawn from per-run curves are kept as they are
+#   (roles, lm_heads and lm_dk need the runs' own files: their results.md and lr.txt are kept);
 #   no qkv binary is needed then.
 # Every number in a table is on the test split; the validation split stops training and picks
 # the learning rate (docs/experiment-method.md). Training runs under nice, one thread each.
@@ -205,8 +206,13 @@ scale_dv() {
   for arm in scaled unscaled; do
     mapfile -t dirs < <(pilot_then_main scale_dv/$arm 100 20 model.head_dim dk)
     chosen_lrs scale_dv/$arm model.head_dim "$o/lr_$arm.txt"
-    has_sweeps scale_dv "${dirs[@]}" || return 0
-    score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
+    if [ ${#dirs[@]} -gt 0 ]; then
+      score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
+    elif [ -f "$o/$arm.csv" ]; then
+      echo "run.sh: no sweeps of scale_dv/$arm in $runs: reporting the committed $o/$arm.csv" >&2
+    else
+      echo "run.sh: neither sweeps of scale_dv/$arm nor $o/$arm.csv: nothing to report" >&2; return 0
+    fi
   done
   local arms=("$o/scaled.csv" "$o/unscaled.csv")
   {
