@@ -11,6 +11,24 @@
 
 namespace qkv {
 
+TEST_CASE("count_correct: argmax hits over the scored rows only, and logits that do not match the targets throw") {
+  // (1, 3, 4) logits: rows 0 and 2 scored, row 1 ignored (its argmax would be a hit).
+  Array<float> logits = Array<float>::from_shape({1, 3, 4});
+  const float rows[3][4] = {{0, 5, 1, 2}, {9, 0, 0, 0}, {3, 1, 4, 0}};
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t v = 0; v < 4; ++v) logits.data()[r * 4 + v] = rows[r][v];
+  IndexArray targets = IndexArray::from_shape({1, 3});
+  targets.data()[0] = 1, targets.data()[1] = data::kIgnore, targets.data()[2] = 0;
+  double correct = 0, counted = 0;
+  train::count_correct(logits, targets, correct, counted);
+  CHECK(counted == 2);
+  CHECK(correct == 1);  // row 0 hits (1), row 2 misses (argmax 2, target 0)
+  IndexArray two = IndexArray::from_shape({1, 2});
+  two.fill(0);
+  CHECK_THROWS_WITH_AS(train::count_correct(logits, two, correct, counted),
+                       doctest::Contains("do not hold a row of V = 4 for each of the 2 targets"), ShapeError);
+}
+
 TEST_CASE("train_step: forward, backward, clip and update: the loss falls, a NaN stops before any update") {
   const config::Config cfg = test::tiny_config(test::temp_dir("train_step"));
   auto task = data::make_task(cfg.task);
