@@ -588,10 +588,28 @@ def test_report_only_keeps():
               "run.sh says which reports it kept")
 
 
+def test_lr_grid_table():
+    """experiments/README.md's table of where each lr sits is what lr_grid.py makes from the committed
+    files, and the script classes an lr by its place in the grid."""
+    sys.path.insert(0, os.path.join(ROOT, "tools", "experiments"))
+    import lr_grid
+    check([lr_grid.position(x, [1e-3, 3e-3, 1e-2]) for x in (1e-3, 3e-3, 1e-2)] == ["lowest", "interior", "highest"],
+          "lr_grid.position: lowest, interior, highest")
+    check(lr_grid.position(1e-3, [1e-3]) == "one lr", "lr_grid.position: a grid of one lr")
+    check(lr_grid.summary(["highest", "interior", "highest"]) == "1 interior, 2 highest", "lr_grid.summary counts")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "experiments", "lr_grid.py")],
+                       capture_output=True, text=True, timeout=120)
+    readme = open(os.path.join(ROOT, "experiments", "README.md")).read()
+    block = readme.split("<!-- lr_grid.py -->\n", 1)[-1].split("<!-- /lr_grid.py -->", 1)[0]
+    check(p.returncode == 0 and block == p.stdout,
+          "experiments/README.md's lr table is lr_grid.py's output (rerun the script and paste it between the markers)")
+
+
 def main():
     for test in (test_wilson, test_fisher, test_mann_whitney, test_permutation, test_bootstrap_t, test_welch, test_holm,
                  test_kaplan_meier, test_select, test_spearman, test_spearman_strata, test_wilcoxon, test_lr_estimates,
-                 test_end_to_end, test_committed_reports, test_report_only_keeps):
+                 test_end_to_end, test_committed_reports, test_report_only_keeps,
+                 test_lr_grid_table):
         try:
             test()
         except Exception as e:  # a crash is a failure of that test, not of the script
