@@ -234,6 +234,7 @@ class Twin:
             import text_corpus
             masked = cfg["task"].get("objective", "causal") == "masked"
             self.task = MaskedText(cfg["task"]) if masked else text_corpus.TextTask(cfg["task"])
+            self.masked = masked and cfg["model"].get("arch", "encoder") == "encoder"
             o = qkv_mirror.parse_options(cfg["model"])
             # qkv's context (src/model/task_model.cpp): a decoder's is the task's length; an encoder
             # keeps model.max_len (learned positions up to it) when that is longer.
@@ -242,6 +243,7 @@ class Twin:
             self.model = qkv_mirror.ARCHS[o.arch](o, sizes)
         else:
             self.model, o, sizes, self.task = qkv_torch.build(cfg)
+            self.masked = False
         self.model.train()
         t, opt, self.sched = cfg["train"], cfg["optimizer"], cfg["schedule"]
         self.B, self.steps, self.accumulate = int(t["batch_size"]), int(t["steps"]), int(t.get("accumulate", 1))
@@ -280,8 +282,13 @@ class Twin:
         x, y = torch.from_numpy(b["inputs"]), torch.from_numpy(b["targets"])
         k, rows, total = self.accumulate, self.B // self.accumulate, 0.0
         for m in range(k):
-            logits = self.model(x[m * rows:(m + 1) * rows])
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[m * rows:(m + 1) * rows].reshape(-1),
+            xm, ym = x[m * rows:(m + 1) * rows], y[m * rows:(m + 1) * rows].reshape(-1)
+            scored = (ym != -100).nonzero().squeeze(1)
+            if self.masked and 0 < len(scored) < len(ym):  # qkv's scored_logits: the masked positions alone
+                logits, ym = self.model(xm, rows=scored), ym[scored]
+            else:
+                logits = self.model(xm)
+            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ym,
                                    ignore_index=-100, label_smoothing=self.label_smoothing)
             (loss / k).backward()
             total += loss.item() / k

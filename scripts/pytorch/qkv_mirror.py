@@ -328,11 +328,14 @@ class Encoder(nn.Module):
         self.norm = final_norm(o)
         self.head = nn.Linear(o.d_model, num_classes)
 
-    def forward(self, tokens, key_padding_mask=None):
+    def forward(self, tokens, key_padding_mask=None, rows=None):
+        """rows: flat positions b T + t; given, the logits of those alone (n, num_classes), as
+        qkv's forward_rows (a masked LM's training step scores its masked positions only)."""
         h = self.emb_drop(self.pos(self.tok_emb(tokens)))
         for block in self.blocks:
             h = block(h, key_padding_mask, self.causal)
-        return self.head(self.norm(h) if self.norm is not None else h)
+        h = self.norm(h) if self.norm is not None else h
+        return self.head(h if rows is None else h.reshape(-1, h.shape[-1])[rows])
 
     # As train::TaskModel: the logits of a batch, and the predictions accuracy counts.
     def batch_logits(self, batch):

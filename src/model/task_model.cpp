@@ -33,16 +33,32 @@ class EncoderTaskModel : public TaskModel {
   nn::Module<float>& module() override { return *model_; }
   // A task with padding (the grammar's rows end in it): no query attends a pad key, as BERT's
   // attention mask, so a sentence reads the same whatever padding follows it.
-  Variable<float> logits(const data::Batch& b) override {
-    if (pad_ < 0) return model_->forward(b.inputs);
-    Mask pad = Mask::from_shape(b.inputs.shape());
-    bool any = false;
-    for (std::size_t i = 0; i < b.inputs.size(); ++i) any |= (pad.data()[i] = b.inputs.data()[i] == pad_);
-    return any ? model_->forward(b.inputs, KeyPaddingMask::ignore_where(std::move(pad))) : model_->forward(b.inputs);
+  Variable<float> logits(const data::Batch& b) override { return model_->forward(b.inputs, padding(b)); }
+  // The scored positions alone when some are not (a masked LM), unless the model's output or its
+  // output layer is hooked: hooks see the whole (B, T, classes) logits.
+  ScoredLogits scored_logits(const data::Batch& b) override {
+    const Index* t = b.targets.data();
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < b.targets.size(); ++i) n += t[i] != data::kIgnore;
+    const bool hooked = model_->has_forward_hooks() || model_->head->has_forward_hooks();
+    if (n == 0 || n == b.targets.size() || b.targets.shape() != b.inputs.shape() || hooked)
+      return TaskModel::scored_logits(b);
+    IndexArray rows = IndexArray::from_shape({n}), targets = IndexArray::from_shape({n});
+    for (std::size_t i = 0, j = 0; i < b.targets.size(); ++i)
+      if (t[i] != data::kIgnore) rows.data()[j] = Index(i), targets.data()[j++] = t[i];
+    return {model_->forward_rows(b.inputs, rows, padding(b)), std::move(targets)};
   }
   IndexArray predict(const data::Batch&, const Array<float>& logits) override { return argmax_last(logits); }
 
  private:
+  // A task with padding: the keys to ignore (none when the batch holds no pad).
+  KeyPaddingMask padding(const data::Batch& b) const {
+    if (pad_ < 0) return {};
+    Mask pad = Mask::from_shape(b.inputs.shape());
+    bool any = false;
+    for (std::size_t i = 0; i < b.inputs.size(); ++i) any |= (pad.data()[i] = b.inputs.data()[i] == pad_);
+    return any ? KeyPaddingMask::ignore_where(std::move(pad)) : KeyPaddingMask{};
+  }
   Index pad_;
   std::unique_ptr<nn::EncoderModel<float>> model_;
 };

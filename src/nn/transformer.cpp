@@ -3,7 +3,9 @@
 #include <cmath>
 
 #include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/embedding.hpp"
 #include "qkv/ops/matmul.hpp"
+#include "qkv/ops/shape.hpp"
 
 namespace qkv::nn {
 
@@ -82,11 +84,31 @@ EncoderModel<T>::EncoderModel(std::size_t input_vocab, std::size_t num_classes, 
 }
 
 template <class T>
-Variable<T> EncoderModel<T>::forward(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask) const {
+Variable<T> EncoderModel<T>::hidden(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask) const {
   check_tokens(tokens, "EncoderModel", "tokens");
   Variable<T> h = emb_drop->forward(pos->forward(tok_emb->forward(tokens)));
-  h = run_encoder(*blocks, norm.get(), h, key_padding_mask, options_.causal);
-  return this->hooked(head->forward(h));
+  return run_encoder(*blocks, norm.get(), h, key_padding_mask, options_.causal);
+}
+
+template <class T>
+Variable<T> EncoderModel<T>::forward(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask) const {
+  return this->hooked(head->forward(hidden(tokens, key_padding_mask)));
+}
+
+template <class T>
+Variable<T> EncoderModel<T>::forward_rows(const IndexArray& tokens, const IndexArray& rows,
+                                          const KeyPaddingMask& key_padding_mask) const {
+  check_tokens(tokens, "EncoderModel::forward_rows", "tokens");
+  const std::size_t positions = tokens.size();
+  if (rows.dimension() != 1)
+    throw ShapeError("EncoderModel::forward_rows: expected rows of shape (n), found " + shape_str(rows.shape()));
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows.data()[i] < 0 || std::size_t(rows.data()[i]) >= positions)
+      throw ValueError("EncoderModel::forward_rows: row " + std::to_string(rows.data()[i]) + " (rows[" + std::to_string(i) +
+                       "]) is outside the " + std::to_string(positions) + " positions of tokens " + shape_str(tokens.shape()));
+  // The rows of h viewed as (B T, C): embedding() is that lookup, its backward the scatter-add.
+  Variable<T> h = reshape(hidden(tokens, key_padding_mask), {long(positions), long(options_.d_model)});
+  return head->forward(embedding(h, rows));
 }
 
 

@@ -53,10 +53,10 @@ StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::
     data::Batch part;
     const data::Batch& micro = k == 1 ? batch : (part = data::rows(batch, m * rows_per, (m + 1) * rows_per));
     const double n = scored(m);
-    Variable<float> logits = model.logits(micro);
-    Variable<float> loss = cross_entropy(logits, micro.targets, data::kIgnore, o.label_smoothing);
+    const model::ScoredLogits scored_logits = model.scored_logits(micro);
+    Variable<float> loss = cross_entropy(scored_logits.logits, scored_logits.targets, data::kIgnore, o.label_smoothing);
     if (n > 0) sums[0] += double(loss.item()) * n;
-    if (o.count_accuracy) count_correct(logits.value(), micro.targets, sums[1], sums[2]);
+    if (o.count_accuracy) count_correct(scored_logits.logits.value(), scored_logits.targets, sums[1], sums[2]);
     const double weight = total > 0 ? double(dp.size()) * n / total : 0.0;
     if (k == 1)
       whole = weight == 1.0 ? loss : mul_scalar(loss, float(weight));

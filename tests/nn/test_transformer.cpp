@@ -231,6 +231,26 @@ TEST_CASE("EncoderModel: padded positions do not change the other positions, cau
   CHECK(d0(0, 3, 0) != doctest::Approx(d1(0, 3, 0)));
 }
 
+TEST_CASE("EncoderModel::forward_rows: the rows of forward(), gradcheck, and rows outside the positions throw") {
+  Generator gen(7);
+  EncoderModel<double> m(6, 5, tiny_model(true, Positional::Learned), gen);
+  perturb_norms(m, 3);
+  const IndexArray tokens = test::ids({{1, 2, 3, 4}, {5, 0, 2, 0}});
+  const KeyPaddingMask kpm = KeyPaddingMask::ignore_where(Mask{{false, false, false, false}, {false, false, true, true}});
+  const IndexArray rows = IndexArray{7, 0, 2, 5};  // any order
+  const Array<double> all = m.forward(tokens, kpm).value(), some = m.forward_rows(tokens, rows, kpm).value();
+  REQUIRE(some.shape() == Shape{4, 5});
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t c = 0; c < 5; ++c) CHECK(some(i, c) == doctest::Approx(all.data()[rows(i) * 5 + c]).epsilon(1e-12));
+  test::check_module_grad([&] { return m.forward_rows(tokens, rows, kpm); }, m);
+
+  CHECK_THROWS_WITH_AS(m.forward_rows(tokens, IndexArray{0, 8}),
+                       doctest::Contains("row 8 (rows[1]) is outside the 8 positions of tokens (2, 4)"), ValueError);
+  CHECK_THROWS_WITH_AS(m.forward_rows(tokens, IndexArray{-1}), doctest::Contains("row -1 (rows[0])"), ValueError);
+  CHECK_THROWS_WITH_AS(m.forward_rows(tokens, test::ids({{0, 1}})), doctest::Contains("expected rows of shape (n), found (1, 2)"),
+                       ShapeError);
+}
+
 TEST_CASE("EncoderModel: errors for bad token shapes, ids and lengths") {
   EncoderModel<float> m(5, 2, tiny_model(true));
   CHECK_THROWS_WITH_AS(m.forward(IndexArray::from_shape({2})), doctest::Contains("tokens of shape (B, T), found (2)"), ShapeError);

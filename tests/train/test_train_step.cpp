@@ -2,9 +2,12 @@
 // data-parallel object of a single process (every call the identity).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "qkv/dist/data_parallel.hpp"
+#include "qkv/ops/loss.hpp"
 #include "qkv/train/train_state.hpp"
 #include "qkv/train/train_step.hpp"
 #include "train/train_fixtures.hpp"
@@ -27,6 +30,49 @@ TEST_CASE("count_correct: argmax hits over the scored rows only, and logits that
   two.fill(0);
   CHECK_THROWS_WITH_AS(train::count_correct(logits, two, correct, counted),
                        doctest::Contains("do not hold a row of V = 4 for each of the 2 targets"), ShapeError);
+}
+
+TEST_CASE("scored_logits: a masked encoder scores its masked positions alone, with the loss and gradients of every position") {
+  const config::Config cfg = test::tiny_config(test::temp_dir("scored_logits"), {"model.arch=encoder", "task.name=grammar",
+                                                                                  "task.objective=masked", "task.length=32"});
+  data::Dataset data(std::shared_ptr<data::Task>(data::make_task(cfg.task)), 1, 16);
+  Generator gen(2);
+  auto model = model::make_model(cfg, data.task(), gen);
+  const data::Batch batch = data.next_train(16);
+  std::size_t scored = 0;
+  for (std::size_t i = 0; i < batch.targets.size(); ++i) scored += batch.targets.data()[i] != data::kIgnore;
+  REQUIRE(scored > 0);
+  REQUIRE(scored < batch.targets.size() / 2);
+  auto loss_and_grads = [&](const model::ScoredLogits& s) {
+    Variable<float> loss = cross_entropy(s.logits, s.targets, data::kIgnore);
+    loss.backward();
+    std::vector<Array<float>> grads;
+    for (auto& p : model->parameters()) grads.push_back(p.grad()), p.zero_grad();
+    return std::make_pair(double(loss.item()), grads);
+  };
+  const model::ScoredLogits some = model->scored_logits(batch);
+  CHECK(some.logits.shape() == Shape{scored, data.task().num_classes()});
+  CHECK(some.targets.size() == scored);
+  const auto [loss_some, grads_some] = loss_and_grads(some);
+  const auto [loss_all, grads_all] = loss_and_grads(model->model::TaskModel::scored_logits(batch));
+  CHECK(loss_some == doctest::Approx(loss_all).epsilon(1e-6));
+  double worst = 0, largest = 0;
+  for (std::size_t k = 0; k < grads_all.size(); ++k)
+    for (std::size_t i = 0; i < grads_all[k].size(); ++i) {
+      worst = std::max(worst, double(std::abs(grads_some[k].data()[i] - grads_all[k].data()[i])));
+      largest = std::max(largest, double(std::abs(grads_all[k].data()[i])));
+    }
+  CHECK(largest > 0);
+  CHECK(worst <= 1e-5 * largest);
+  // With the model's output hooked the hook sees every position: the whole logits again.
+  const Shape whole{batch.targets.shape()[0], batch.targets.shape()[1], data.task().num_classes()};
+  nn::HookHandle handle = model->module().add_forward_hook([](const Variable<float>& y) { return y; });
+  CHECK(model->scored_logits(batch).logits.shape() == whole);
+  model->module().remove_forward_hook(handle);
+  handle = model->module().add_forward_hook("head", [](const Variable<float>& y) { return y; });
+  CHECK(model->scored_logits(batch).logits.shape() == whole);
+  model->module().remove_forward_hook(handle);
+  CHECK(model->scored_logits(batch).logits.shape() == Shape{scored, data.task().num_classes()});
 }
 
 TEST_CASE("train_step: forward, backward, clip and update: the loss falls, a NaN stops before any update") {

@@ -20,6 +20,13 @@ enum class AttentionKind { Self, Causal, Cross };
 /// "self", "causal", "cross".
 const char* attention_kind_name(AttentionKind kind);
 
+/// The logits a training step scores and their targets: (n, classes) and (n), or (B, T, classes)
+/// and (B, T) with kIgnore where nothing is scored.
+struct ScoredLogits {
+  Variable<float> logits;
+  IndexArray targets;
+};
+
 class TaskModel {
  public:
   virtual ~TaskModel() = default;
@@ -31,6 +38,11 @@ class TaskModel {
   }
   /// Logits (B, T, classes) for the batch's targets (teacher forcing for seq2seq).
   virtual Variable<float> logits(const data::Batch& batch) = 0;
+  /// What the loss of a training step reads: by default logits(batch) and the batch's targets. The
+  /// encoder of a task that leaves positions unscored (a masked LM) returns the scored positions
+  /// alone, so that its output layer runs on those only; the loss and the gradients are those of
+  /// the default to rounding.
+  virtual ScoredLogits scored_logits(const data::Batch& batch) { return {logits(batch), batch.targets}; }
   /// Predicted class at every target position (B, T) given the batch's teacher-forced logits:
   /// their argmax for the encoder; greedy decoding (one token at a time, fed back; the logits are
   /// not used) for the encoder-decoder.

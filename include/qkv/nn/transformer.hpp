@@ -114,6 +114,12 @@ class EncoderModel : public Module<T> {
   /// tokens (B, T) of ids in [0, input_vocab); key_padding_mask (B, T): the keys to ignore
   /// (KeyPaddingMask::ignore_where(pad), pad true = padding). Returns logits (B, T, num_classes).
   Variable<T> forward(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask = {}) const;
+  /// The logits of the flat positions `rows` (n) alone, b T + t for token (b, t): (n, num_classes),
+  /// row i equal to forward(tokens, key_padding_mask) viewed as (B T, num_classes) at rows[i]. The
+  /// output layer runs on those rows only (a masked LM's loss scores about 15% of the positions).
+  /// No hook runs on this output: forward() is the hooked one. A row outside [0, B T) throws.
+  Variable<T> forward_rows(const IndexArray& tokens, const IndexArray& rows,
+                           const KeyPaddingMask& key_padding_mask = {}) const;
 
   const TransformerOptions& options() const { return options_; }
   std::shared_ptr<Embedding<T>> tok_emb;
@@ -124,6 +130,8 @@ class EncoderModel : public Module<T> {
   std::shared_ptr<Linear<T>> head;
 
  private:
+  /// The last layer's output (B, T, C), after the final norm of pre-LN.
+  Variable<T> hidden(const IndexArray& tokens, const KeyPaddingMask& key_padding_mask) const;
   TransformerOptions options_;
 };
 

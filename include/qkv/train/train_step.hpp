@@ -41,7 +41,7 @@ struct StepResult {
 StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::Optimizer<float>& optimizer,
                       const StepOptions& options, dist::DataParallel& dp);
 
-/// argmax hits and scored positions (targets != kIgnore) of (B, T, V) logits.
+/// argmax hits and scored positions (targets != kIgnore) of (..., V) logits and their targets (...).
 void count_correct(const Array<float>& logits, const IndexArray& targets, double& correct, double& counted);
 
 }  // namespace qkv::train
