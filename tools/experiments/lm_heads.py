@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Heads, or the key size, at fixed width on a character LM: the report of experiments/lm_heads/
-(--key model.heads, the default) and experiments/lm_dk/ (--key model.head_dim, d_v fixed).
+(--key model.heads, the default), experiments/lm_dk/ (--key model.head_dim, d_v fixed) and
+experiments/lm_heads_zh/ (--name lm_heads_zh: the Chinese masked LM, scored on its masked characters).
 
-    lm_heads.py RUNS.csv SWEEP_DIR... --out DIR [--key model.heads | model.head_dim]
+    lm_heads.py RUNS.csv SWEEP_DIR... --out DIR [--key model.heads | model.head_dim] [--name NAME]
 
 RUNS.csv is score.py's (--checkpoint last.h5 --columns KEY): test bits per char of every
-run at the end of its budget. SWEEP_DIRs hold the runs' metrics.csv, for the plateau check: the
+run at the end of its budget (a masked model's: its masked loss in nats / ln 2, bits per masked
+character). SWEEP_DIRs hold the runs' metrics.csv, for the plateau check: the
 validation loss at the last evaluation against the one a quarter of the budget earlier (a run has
 converged to its budget when it improved by less than 2% over that last quarter). Prints the
 table and the tests stated in the README before the runs; writes DIR/bits.png.
@@ -33,6 +35,13 @@ def plateau_gain(run_dir):
     return (float(earlier["eval_loss"]) - float(last["eval_loss"])) / float(earlier["eval_loss"])
 
 
+def bits(row):
+    """Test bits per char: the column of a causal LM, or a masked LM's masked loss (nats) / ln 2."""
+    if row.get("test_bits_per_char") not in (None, ""):
+        return float(row["test_bits_per_char"])
+    return float(row["test_loss"]) / math.log(2)
+
+
 def fmt(est):
     m, lo, hi = est[:3]
     return f"{m:.3f}" if math.isnan(lo) else f"{m:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -44,11 +53,15 @@ def main():
     ap.add_argument("sweeps", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--key", default="model.heads", choices=["model.heads", "model.head_dim"])
+    ap.add_argument("--name", help="the experiment (default: lm_heads for model.heads, lm_dk for model.head_dim)")
     a = ap.parse_args()
     key = a.key
     heads = key == "model.heads"
     name, sym = ("lm_heads", "h") if heads else ("lm_dk", "d_k")
-    rows = [r for r in csv.DictReader(open(a.runs, newline="")) if r.get("test_bits_per_char") not in (None, "")]
+    name = a.name or name
+    masked = name == "lm_heads_zh"
+    rows = [r for r in csv.DictReader(open(a.runs, newline=""))
+            if r.get("test_bits_per_char") not in (None, "") or (masked and r.get("test_loss") not in (None, ""))]
     run_dirs = {}
     for d in a.sweeps:
         for r in csv.DictReader(open(Path(d) / "results.csv", newline="")):
@@ -62,7 +75,7 @@ def main():
     print("|---|---|---|---|---|---|")
     means = {}
     for h in hs:
-        v = [float(r["test_bits_per_char"]) for r in by_h[h]]
+        v = [bits(r) for r in by_h[h]]
         means[h] = sum(v) / len(v)
         gains = [plateau_gain(run_dirs[(r["run"], r[key])]) for r in by_h[h] if (r["run"], r[key]) in run_dirs]
         flat = sum(g < PLATEAU for g in gains if not math.isnan(g))
@@ -74,8 +87,8 @@ def main():
     for h in hs:
         if h == best:
             continue
-        x = [float(r["test_bits_per_char"]) for r in by_h[h]]
-        y = [float(r["test_bits_per_char"]) for r in by_h[best]]
+        x = [bits(r) for r in by_h[h]]
+        y = [bits(r) for r in by_h[best]]
         p = stats.permutation_test(x, y)[1] if len(x) > 1 and len(y) > 1 else math.nan
         tests.append((h, stats.welch_interval(x, y), p))
     adjusted = stats.holm([p for _, _, p in tests]) if tests else []
@@ -84,13 +97,13 @@ def main():
               f"permutation p = {p:.4f}, Holm-adjusted {q:.4f}")
     if heads:  # T2: more heads beyond 8 add noise: a rising trend of bits/char over h in {8, 16, 32}.
         x = [int(r[key]) for r in rows if int(r[key]) >= 8]
-        y = [float(r["test_bits_per_char"]) for r in rows if int(r[key]) >= 8]
+        y = [bits(r) for r in rows if int(r[key]) >= 8]
         if len(set(x)) > 1:
             rho, p = stats.spearman_test(x, y, alternative="greater")
             print(f"- Trend over h = 8, 16, 32 (more heads, more bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
     else:  # T1 of lm_dk: reducing d_k hurts: a falling trend of bits/char over d_k.
         x = [int(r[key]) for r in rows]
-        y = [float(r["test_bits_per_char"]) for r in rows]
+        y = [bits(r) for r in rows]
         if len(set(x)) > 1:
             rho, p = stats.spearman_test(x, y, alternative="less")
             print(f"- Trend over d_k (a larger d_k, fewer bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
@@ -100,13 +113,15 @@ def main():
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(6, 4))
         for h in hs:
-            v = [float(r["test_bits_per_char"]) for r in by_h[h]]
+            v = [bits(r) for r in by_h[h]]
             ax.scatter([h] * len(v), v, s=12, color="grey")
         ax.plot(hs, [means[h] for h in hs], marker="o", color="black")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("heads (width 64, d_k = d_v = 64 / h)" if heads else "d_k (width 64, 4 heads, d_v = 16)")
-        ax.set_ylabel("test bits per char (last step)")
-        ax.set_title("Heads at fixed width, char LM on fortunes" if heads else "Key size at fixed width and d_v, char LM on fortunes")
+        ax.set_ylabel("test bits per masked char (last step)" if masked else "test bits per char (last step)")
+        ax.set_title("Heads at fixed width, masked char LM on fortunes-zh" if masked
+                     else "Heads at fixed width, char LM on fortunes" if heads
+                     else "Key size at fixed width and d_v, char LM on fortunes")
         fig.tight_layout()
         fig.savefig(Path(a.out) / "bits.png", dpi=100)
     except ImportError:

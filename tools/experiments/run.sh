@@ -5,7 +5,7 @@
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
-#   lm_dk, scale_dv (default: all of them).
+#   lm_dk, scale_dv, lm_heads_zh (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
@@ -20,7 +20,7 @@
 # --report-only: no training; score and report what the sweep directories hold. Where an experiment's
 #   sweep directories are not there (a checkout holds only the committed per-run CSVs), its tables
 #   are remade from the committed CSVs and the figures drawn from per-run curves are kept as they are
-#   (roles, lm_heads and lm_dk need the runs' own files: their results.md and lr.txt are kept);
+#   (roles and the lm_* experiments need the runs' own files: their results.md and lr.txt are kept);
 #   no qkv binary is needed then.
 # Every number in a table is on the test split; the validation split stops training and picks
 # the learning rate (docs/experiment-method.md). Training runs under nice, one thread each.
@@ -36,12 +36,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -490,6 +490,18 @@ lm_dk() {
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.head_dim --out "$o/runs.csv" \
       --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key model.head_dim > "$o/results.md"
+}
+
+# Heads at fixed width on the Chinese masked character LM (experiments/lm_heads_zh/README.md), scored
+# at the last step on the masked characters.
+lm_heads_zh() {
+  local o; o=$(out_dir lm_heads_zh); mkdir -p "$o"
+  local dirs; mapfile -t dirs < <(pilot_then_main lm_heads_zh 200 20)
+  chosen_lrs lm_heads_zh model.heads "$o/lr.txt"
+  has_sweeps lm_heads_zh "${dirs[@]}" || return 0
+  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
+      --jobs "$jobs" --qkv "$qkv"
+  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --name lm_heads_zh > "$o/results.md"
 }
 
 if [ $status = 1 ]; then
