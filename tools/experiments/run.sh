@@ -419,6 +419,27 @@ has_sweeps() {
   echo "run.sh: no sweeps of $name in $runs: experiments/$name/results.md kept" >&2
   return 1
 }
+# below_min_lr SWEEP_FILE LR: "--set schedule.min_lr=LR" when LR is below the schedule's min_lr
+# (the sweep file's `set:`, else its base config's): a grid extended below min_lr runs at a constant
+# lr after warmup, as a run whose lr equals min_lr does. Nothing otherwise.
+below_min_lr() {
+  $py - "$1" "$2" <<'EOF'
+import sys, yaml
+from pathlib import Path
+sweep = yaml.safe_load(open(sys.argv[1]))
+base = yaml.safe_load(open(Path(sys.argv[1]).parent / sweep["base"])) if sweep.get("base") else {}
+m = (sweep.get("set") or {}).get("schedule.min_lr", (base.get("schedule") or {}).get("min_lr", 0))
+if float(sys.argv[2]) < float(m):
+    print(f"--set schedule.min_lr={sys.argv[2]}")
+EOF
+}
+# sweep_lr DIR: the optimizer.lr of the sweep's first run (its resolved config.yaml); nothing
+# when DIR holds no run.
+sweep_lr() {
+  local c; c=$(find "$1" -mindepth 3 -maxdepth 3 -name config.yaml 2>/dev/null | sort | head -1)
+  [ -n "$c" ] || return 0
+  $py -c "import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))['optimizer']['lr'])" "$c"
+}
 # pilot_then_main NAME QUICK_STEPS QUICK_WARMUP [KEY PREFIX]: the lr pilot of
 # experiments/NAME/pilot.yaml (tuning seeds), the grid extended by a half-decade beyond any edge lr
 # (up to twice: an lr still at the edge is reported as such), then the main sweep of each setting of
@@ -441,14 +462,24 @@ pilot_then_main() {
       edges=1
       echo "run.sh: $name: $key = $h chose lr $lr, an edge of the pilot's grid: extending it to $next" >&2
       sweep experiments/$name/pilot.yaml $name/pilot_ext/$pre${h}_lr$next --grid $key=$h --grid optimizer.lr=$next \
-          "${q[@]}" >&2 < /dev/null || echo "run.sh: $name: the extension at lr $next has failed runs" >&2
+          $(below_min_lr experiments/$name/pilot.yaml $next) "${q[@]}" >&2 < /dev/null \
+          || echo "run.sh: $name: the extension at lr $next has failed runs" >&2
     done < <($py $S/roles.py select --key $key $(pilot_dirs $name))
     [ $edges = 0 ] && break
   done
+  local main old
   while read -r h lr where next; do
     [ "$where" = EDGE ] && echo "run.sh: $name: $key = $h still chooses an edge lr ($lr) after two extensions" >&2
-    sweep experiments/$name/main.yaml $name/main/$pre$h --grid $key=$h --set optimizer.lr=$lr "${q[@]}" >&2 \
-        < /dev/null || echo "run.sh: $name: $key = $h has failed runs" >&2
+    # A main sweep made at another lr (the pilot's choice has changed since) is kept aside, not
+    # mixed in: a sweep skips the runs it finds finished, whatever their config.
+    main=$runs/$name/main/$pre$h old=$(sweep_lr "$main")
+    if [ -n "$old" ] && ! $py -c "import sys; sys.exit(abs(float('$old') / float('$lr') - 1) > 1e-9)"; then
+      echo "run.sh: $name: $main ran at lr $old, the pilot now chooses $lr: moved to $main.lr$old" >&2
+      [ $report_only = 1 ] || mv "$main" "$main.lr$old"
+    fi
+    sweep experiments/$name/main.yaml $name/main/$pre$h --grid $key=$h --set optimizer.lr=$lr \
+        $(below_min_lr experiments/$name/main.yaml $lr) "${q[@]}" >&2 < /dev/null \
+        || echo "run.sh: $name: $key = $h has failed runs" >&2
     echo "$runs/$name/main/$pre$h"
   done < <($py $S/roles.py select --key $key $(pilot_dirs $name))
 }
