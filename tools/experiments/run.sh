@@ -448,7 +448,7 @@ sweep_lr() {
 pilot_then_main() {
   local name=$1 key=${4:-model.heads} pre=${5:-h} q=() h lr where next round edges
   if [ $report_only = 1 ]; then  # no training: the main sweeps that are here, if any
-    [ -d "$runs/$name/main" ] && find "$runs/$name/main" -mindepth 1 -maxdepth 1 -type d | sort
+    [ -d "$runs/$name/main" ] && find "$runs/$name/main" -mindepth 1 -maxdepth 1 -type d -not -name "*.lr*" | sort -V
     return 0
   fi
   [ $quick = 1 ] && q=(--set train.steps=$2 --set schedule.warmup_steps=$3)
@@ -499,41 +499,24 @@ roles() {
   $py $S/roles.py report "$o" --plot > "$o/results.md"
 }
 
-# Heads at fixed width on a character LM trained to its budget (experiments/lm_heads/README.md),
-# scored at the last step.
-lm_heads() {
-  local o; o=$(out_dir lm_heads); mkdir -p "$o"
-  local dirs; mapfile -t dirs < <(pilot_then_main lm_heads 200 20)
-  chosen_lrs lm_heads model.heads "$o/lr.txt"
-  has_sweeps lm_heads "${dirs[@]}" || return 0
-  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
-      --jobs "$jobs" --qkv "$qkv"
-  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" > "$o/results.md"
+# lm_experiment NAME KEY PREFIX [LM_HEADS_OPTION...]: an lr pilot then the main sweeps of a language
+# model's setting KEY (pilot_then_main), scored at the last step, reported by lm_heads.py.
+lm_experiment() {
+  local name=$1 key=$2 pre=$3; shift 3
+  local o; o=$(out_dir $name); mkdir -p "$o"
+  local dirs; mapfile -t dirs < <(pilot_then_main $name 200 20 $key $pre)
+  chosen_lrs $name $key "$o/lr.txt"
+  has_sweeps $name "${dirs[@]}" || return 0
+  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns $key --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
+  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key $key "$@" > "$o/results.md"
 }
-
-# The key size d_k at fixed width and d_v on a character LM (experiments/lm_dk/README.md), scored
-# at the last step.
-lm_dk() {
-  local o; o=$(out_dir lm_dk); mkdir -p "$o"
-  local dirs; mapfile -t dirs < <(pilot_then_main lm_dk 200 20 model.head_dim dk)
-  chosen_lrs lm_dk model.head_dim "$o/lr.txt"
-  has_sweeps lm_dk "${dirs[@]}" || return 0
-  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.head_dim --out "$o/runs.csv" \
-      --jobs "$jobs" --qkv "$qkv"
-  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key model.head_dim > "$o/results.md"
-}
-
-# Heads at fixed width on the Chinese masked character LM (experiments/lm_heads_zh/README.md), scored
-# at the last step on the masked characters.
-lm_heads_zh() {
-  local o; o=$(out_dir lm_heads_zh); mkdir -p "$o"
-  local dirs; mapfile -t dirs < <(pilot_then_main lm_heads_zh 200 20)
-  chosen_lrs lm_heads_zh model.heads "$o/lr.txt"
-  has_sweeps lm_heads_zh "${dirs[@]}" || return 0
-  $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns model.heads --out "$o/runs.csv" \
-      --jobs "$jobs" --qkv "$qkv"
-  $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --name lm_heads_zh > "$o/results.md"
-}
+# Heads at fixed width on a character LM trained to its budget (experiments/lm_heads/README.md).
+lm_heads() { lm_experiment lm_heads model.heads h; }
+# The key size d_k at fixed width and d_v on a character LM (experiments/lm_dk/README.md).
+lm_dk() { lm_experiment lm_dk model.head_dim dk; }
+# Heads at fixed width on the Chinese masked character LM, scored on the masked characters
+# (experiments/lm_heads_zh/README.md).
+lm_heads_zh() { lm_experiment lm_heads_zh model.heads h --name lm_heads_zh; }
 
 if [ $status = 1 ]; then
   for n in "${names[@]}"; do $py $S/status.py "$n" "$runs" --jobs "$jobs"; done
