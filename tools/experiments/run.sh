@@ -475,7 +475,7 @@ pilot_then_main() {
     main=$runs/$name/main/$pre$h old=$(sweep_lr "$main")
     if [ -n "$old" ] && ! $py -c "import sys; sys.exit(abs(float('$old') / float('$lr') - 1) > 1e-9)"; then
       echo "run.sh: $name: $main ran at lr $old, the pilot now chooses $lr: moved to $main.lr$old" >&2
-      [ $report_only = 1 ] || mv "$main" "$main.lr$old"
+      mv "$main" "$main.lr$old"
     fi
     sweep experiments/$name/main.yaml $name/main/$pre$h --grid $key=$h --set optimizer.lr=$lr \
         $(below_min_lr experiments/$name/main.yaml $lr) "${q[@]}" >&2 < /dev/null \
