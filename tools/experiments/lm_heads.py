@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Heads, or the key size, at fixed width on a character LM: the report of experiments/lm_heads/
 (--key model.heads, the default), experiments/lm_dk/ (--key model.head_dim, d_v fixed) and
-experiments/lm_heads_zh/ (--name lm_heads_zh: the Chinese masked LM, scored on its masked characters).
+experiments/lm_heads_zh/ and experiments/lm_dk_zh/ (--name lm_heads_zh, lm_dk_zh: the Chinese masked LM,
+scored on its masked characters).
 
     lm_heads.py RUNS.csv SWEEP_DIR... --out DIR [--key model.heads | model.head_dim] [--name NAME]
 
@@ -22,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments import stats  # noqa: E402
 
 PLATEAU = 0.02
+MASKED = {"lm_heads_zh", "lm_dk_zh"}  # the experiments on the masked LM: bits per masked character
 
 
 def plateau_gain(run_dir):
@@ -59,7 +61,8 @@ def main():
     heads = key == "model.heads"
     name, sym = ("lm_heads", "h") if heads else ("lm_dk", "d_k")
     name = a.name or name
-    masked = name == "lm_heads_zh"
+    masked = name in MASKED
+    unit = "bits/masked char" if masked else "bits/char"
     rows = [r for r in csv.DictReader(open(a.runs, newline=""))
             if r.get("test_bits_per_char") not in (None, "") or (masked and r.get("test_loss") not in (None, ""))]
     run_dirs = {}
@@ -71,7 +74,7 @@ def main():
     cpus = sorted({r.get("cpu", "") for r in rows} - {""})
     print(f"{len(rows)} runs; CPU: {', '.join(cpus) or 'unknown'}; every number on the test split, at the last step.\n")
     size = "d_k = d_v" if heads else "h, d_v"
-    print(f"| {sym} | {size} | lr | test bits/char, mean [t 95%] | n | runs on their plateau (< 2% gain in the last quarter) |")
+    print(f"| {sym} | {size} | lr | test {unit}, mean [t 95%] | n | runs on their plateau (< 2% gain in the last quarter) |")
     print("|---|---|---|---|---|---|")
     means = {}
     for h in hs:
@@ -93,20 +96,20 @@ def main():
         tests.append((h, stats.welch_interval(x, y), p))
     adjusted = stats.holm([p for _, _, p in tests]) if tests else []
     for (h, diff, p), q in zip(tests, adjusted):
-        print(f"- {sym} = {h} vs {sym} = {best}: {diff.value:+.3f} bits/char [Welch 95% {diff.low:+.3f}, {diff.high:+.3f}], "
+        print(f"- {sym} = {h} vs {sym} = {best}: {diff.value:+.3f} {unit} [Welch 95% {diff.low:+.3f}, {diff.high:+.3f}], "
               f"permutation p = {p:.4f}, Holm-adjusted {q:.4f}")
     if heads:  # T2: more heads beyond 8 add noise: a rising trend of bits/char over h in {8, 16, 32}.
         x = [int(r[key]) for r in rows if int(r[key]) >= 8]
         y = [bits(r) for r in rows if int(r[key]) >= 8]
         if len(set(x)) > 1:
             rho, p = stats.spearman_test(x, y, alternative="greater")
-            print(f"- Trend over h = 8, 16, 32 (more heads, more bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
+            print(f"- Trend over h = 8, 16, 32 (more heads, more {unit}): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
     else:  # T1 of lm_dk: reducing d_k hurts: a falling trend of bits/char over d_k.
         x = [int(r[key]) for r in rows]
         y = [bits(r) for r in rows]
         if len(set(x)) > 1:
             rho, p = stats.spearman_test(x, y, alternative="less")
-            print(f"- Trend over d_k (a larger d_k, fewer bits/char): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
+            print(f"- Trend over d_k (a larger d_k, fewer {unit}): Spearman rho = {rho:.3f}, one-sided permutation p = {p:.4f}")
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -119,9 +122,8 @@ def main():
         ax.set_xscale("log", base=2)
         ax.set_xlabel("heads (width 64, d_k = d_v = 64 / h)" if heads else "d_k (width 64, 4 heads, d_v = 16)")
         ax.set_ylabel("test bits per masked char (last step)" if masked else "test bits per char (last step)")
-        ax.set_title("Heads at fixed width, masked char LM on fortunes-zh" if masked
-                     else "Heads at fixed width, char LM on fortunes" if heads
-                     else "Key size at fixed width and d_v, char LM on fortunes")
+        what = "Heads at fixed width" if heads else "Key size at fixed width and d_v"
+        ax.set_title(f"{what}, masked char LM on fortunes-zh" if masked else f"{what}, char LM on fortunes")
         fig.tight_layout()
         fig.savefig(Path(a.out) / "bits.png", dpi=100)
     except ImportError:

@@ -7,10 +7,10 @@ For every experiment that chose an lr per setting from its committed per-run CSV
 made again exactly as its report makes it (select.py: the same setting keys, metric and direction,
 the mean over the seeds every lr ran) and classed: *interior* (a grid value on each side),
 *lowest* or *highest* (at an edge of the grid: a better lr may lie beyond it), or *one lr* (no
-choice). The experiments with a pilot on tuning seeds (roles, lm_heads, lm_dk, scale_dv, lm_heads_zh) are read
-from their lr files, which roles.py select wrote after any extension of the grid. Prints one
-markdown table, a row per experiment: its grid and how many settings chose each position. An
-experiment whose files are not there yet is listed as "not run yet".
+choice). The experiments with a pilot on tuning seeds (roles, lm_heads, lm_dk, scale_dv, lm_heads_zh,
+lm_dk_zh) are read from their lr files, which roles.py select wrote after any extension of the
+grid. Prints one markdown table, a row per experiment: its grid and how many settings chose each
+position. An experiment whose files are not there yet is listed as "not run yet".
 """
 import argparse
 import csv
@@ -39,6 +39,7 @@ PILOTED = [
     ("lm_dk", ["lr.txt"]),
     ("scale_dv", ["lr_scaled.txt", "lr_unscaled.txt"]),
     ("lm_heads_zh", ["lr.txt"]),
+    ("lm_dk_zh", ["lr.txt"]),
 ]
 ONE_LR = ["retrieval", "grokking", "scale_exact", "induction_ablation"]
 

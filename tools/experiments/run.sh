@@ -5,7 +5,7 @@
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
-#   lm_dk, scale_dv, lm_heads_zh (default: all of them).
+#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
@@ -36,12 +36,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 py=/usr/bin/python3
@@ -517,6 +517,9 @@ lm_dk() { lm_experiment lm_dk model.head_dim dk; }
 # Heads at fixed width on the Chinese masked character LM, scored on the masked characters
 # (experiments/lm_heads_zh/README.md).
 lm_heads_zh() { lm_experiment lm_heads_zh model.heads h --name lm_heads_zh; }
+# The key size d_k at fixed width and d_v on the Chinese masked character LM
+# (experiments/lm_dk_zh/README.md).
+lm_dk_zh() { lm_experiment lm_dk_zh model.head_dim dk --name lm_dk_zh; }
 
 if [ $status = 1 ]; then
   for n in "${names[@]}"; do $py $S/status.py "$n" "$runs" --jobs "$jobs"; done
