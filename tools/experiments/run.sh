@@ -8,11 +8,13 @@
 #   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
-#   with the tables, the PNGs); sweeps in runs/exp/NAME. About 12 hours on 2 cores in all, an
-#   estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads 35, dropout 25,
-#   cross_self 15, mqar_sizes about 300 for its full grid and 100 for seeds 4-10 of every setting
-#   (190 minutes of runs two at a time on the AVX-512 EPYC), retrieval 5, grokking 120: twenty runs of
-#   6-15 minutes each on the AVX-512 EPYC, one thread each, 4.0 hours of runs two at a time).
+#   with the tables, the PNGs); sweeps in runs/exp/NAME. The ones without a pilot: about 12 hours
+#   on 2 cores, an estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads
+#   35, dropout 25, cross_self 15, mqar_sizes about 300 for its full grid and 100 for seeds 4-10 of
+#   every setting (190 minutes of runs two at a time on the AVX-512 EPYC), retrieval 5, grokking 120:
+#   twenty runs of 6-15 minutes each on the AVX-512 EPYC, one thread each, 4.0 hours of runs two at a
+#   time). roles, scale_exact, scale_dv and the lm_* ones: each README's "Budget" (0.5-4 CPU hours
+#   each).
 # --quick: 2 seeds, one learning rate, a few settings and 100-300 steps per run, into
 #   runs/exp-quick/NAME (report included); nothing committed is touched. A smoke test of the
 #   pipeline, not evidence: 6 min 13 s for the first eight on 2 cores shared with one other training
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     --qkv) qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     --status) status=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
     induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
