@@ -563,7 +563,7 @@ def test_report_only_keeps():
     with tempfile.TemporaryDirectory() as d:
         shutil.copytree(os.path.join(ROOT, "tools"), os.path.join(d, "tools"),
                         ignore=shutil.ignore_patterns("__pycache__"))
-        names = ["roles", "lm_heads", "lm_dk", "scale_dv", "lm_heads_zh"]
+        names = ["roles", "lm_heads", "lm_dk", "scale_dv", "lm_heads_zh", "lm_dk_zh"]
         for n in names:
             shutil.copytree(os.path.join(ROOT, "experiments", n), os.path.join(d, "experiments", n))
         def snapshot():
