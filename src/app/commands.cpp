@@ -16,6 +16,7 @@
 #include "qkv/dist/comm.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/cpu.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/model/evaluate.hpp"
 #include "qkv/model/fill.hpp"
@@ -217,7 +218,9 @@ int sweep(const SweepArgs& a) {
 }
 
 int info() {
-  std::printf("qkv %s\nBLAS: %s\nthreads: %d\nMPI: %s\n", QKV_VERSION, blas_description().c_str(), num_threads(),
+  const std::string brand = kernels::cpu_brand(), cpu = kernels::cpu_kind() + (brand.empty() ? "" : " (" + brand + ")");
+  std::printf("qkv %s\nCPU: %s; %s\nBLAS: %s\nthreads: %d\nMPI: %s\n", QKV_VERSION, cpu.c_str(), kernels::cpu_features_text().c_str(),
+              blas_description().c_str(), num_threads(),
 #ifdef QKV_HAVE_MPI
               "built in"
 #else

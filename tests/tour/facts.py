@@ -15,6 +15,7 @@ def row(layer, head, column):
 
 
 FACTS = {
+    "cpu": {"command": "qkv info", "pattern": r"^CPU: (\S+ family \d+ model \d+)"},
     "kernel": {"command": "qkv info", "pattern": r"kernel (\w+)"},
     "sort_steps": {"command": SORT, "pattern": r"after (\d+) steps"},
     "sort_acc": {"command": SORT, "pattern": r"held-out token accuracy ([\d.]+)%"},

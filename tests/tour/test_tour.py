@@ -12,8 +12,8 @@ into the source tree, and `qkv` is BUILD/qkv). Both tours must have the same com
   ```text block after a ```sh block shows lines of the output of that block's last command ("..."
   stands for lines left out).
 - The short commands run exactly as written, and every fact and text line drawn from them must
-  equal the output, on the CPU kind the tour was written on (the fact `kernel`: the BLAS kernel
-  `qkv info` names; other kinds train to other bits, docs/reliability.md, so there each fact's
+  equal the output, on the CPU kind the tour was written on (the fact `cpu`: the vendor, family
+  and model `qkv info` names; other kinds train to other bits, docs/reliability.md, so there each fact's
   number must still be in the output, and text lines are compared with numbers masked).
 - The long commands (the models that train for minutes, LONG below) run with tiny settings (the
   Chinese corpus is generated, so no fortunes-zh is needed): every command must exit 0 and the
@@ -82,9 +82,9 @@ def is_long(cmd):
 
 
 class Tour:
-    def __init__(self, path, qkv, work, long, same_kernel, failures):
+    def __init__(self, path, qkv, work, long, same_cpu, failures):
         self.path, self.qkv, self.work, self.long, self.failures = path, qkv, work, long, failures
-        self._same = same_kernel
+        self._same = same_cpu
         self.outputs = {}  # command -> output (stdout then stderr)
         self.exact = set()  # commands run as written
 
@@ -120,12 +120,12 @@ class Tour:
                 self.check_text(last, [l for l in lines if l.strip() and l.strip() != "..."])
         return ran
 
-    def same_kernel(self):
+    def same_cpu(self):
         return self._same
 
     def check_text(self, cmd, want):
         have = self.outputs.get(cmd, "").splitlines()
-        exact = cmd in self.exact and self.same_kernel()
+        exact = cmd in self.exact and self.same_cpu()
         stripped = {l.rstrip() for l in have}
         masked = {mask(l) for l in have}
         for w in want:
@@ -157,7 +157,7 @@ class Tour:
             got, exact = self.measured(fact)
             if got is None:
                 continue
-            if not exact or (not self._same and fact != "kernel"):
+            if not exact or not self._same:
                 print(f"  ok     fact {fact} = {value} (found {got}; not compared)", flush=True)
                 continue
             ok = got == value
@@ -172,7 +172,7 @@ class Tour:
             print(f"  wrote the measured facts into {self.path.relative_to(ROOT)}")
 
 
-def check_readme(a, same_kernel, tour_outputs, failures):
+def check_readme(a, same_cpu, tour_outputs, failures):
     """The README's facts: each from its command's output (run here unless the tour ran it)."""
     path = ROOT / "README.md"
     text = path.read_text(encoding="utf-8")
@@ -203,8 +203,8 @@ def check_readme(a, same_kernel, tour_outputs, failures):
             failures.append(f"README.md: fact {fact}: the output of '{cmd}' has nothing matching {spec['pattern']!r}")
             continue
         got = m.group(1)
-        if not same_kernel:
-            print(f"  ok     fact {fact} = {value} (found {got}; other kernel, not compared)", flush=True)
+        if not same_cpu:
+            print(f"  ok     fact {fact} = {value} (found {got}; another CPU kind, not compared)", flush=True)
             continue
         ok = got == value
         print(f"  {'ok  ' if ok else 'FAIL'}   fact {fact} = {value}" + ("" if ok else f", the output says {got}"), flush=True)
@@ -225,14 +225,14 @@ def main():
     a = ap.parse_args()
     failures, lists = [], []
     outputs = {}
-    # The CPU kind the tours were written on (their fact `kernel`) and this one's.
-    written = dict(FACT.findall(TOURS[0].read_text(encoding="utf-8"))).get("kernel")
+    # The CPU kind the tours were written on (their fact `cpu`) and this one's.
+    written = dict(FACT.findall(TOURS[0].read_text(encoding="utf-8"))).get("cpu")
     info = subprocess.run([a.qkv, "info"], capture_output=True, text=True).stdout
-    here = re.search(FACTS["kernel"]["pattern"], info, re.M)
+    here = re.search(FACTS["cpu"]["pattern"], info, re.M)
     here = here.group(1) if here else None
     same = written is not None and here == written
     if not same:
-        print(f"note: the tours were written on kernel {written}, this CPU runs {here}: other bits, so every fact is "
+        print(f"note: the tours were written on a CPU of kind {written}, this one is {here}: other bits, so every fact is "
               f"checked to be in its command's output, its value compared only on {written}", flush=True)
     for i, path in enumerate(TOURS):
         work = a.workdir / f"tour{i}"
