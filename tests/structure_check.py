@@ -40,6 +40,8 @@ ALLOWED = {
     "model": {"tensor", "kernels", "autograd", "ops", "nn", "data", "io", "config"},
     "train": {"tensor", "kernels", "autograd", "ops", "nn", "optim", "data", "io", "config", "dist", "model"},
     "interp": {"tensor", "kernels", "autograd", "ops", "nn", "data", "io", "config", "model"},
+    "runs": {"tensor", "kernels", "autograd", "ops", "nn", "optim", "data", "io", "config", "dist", "model", "train",
+             "interp"},
 }
 LAYERS = set(ALLOWED)
 

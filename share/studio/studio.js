@@ -675,8 +675,8 @@ function renderHeldout() {
   const box = $('heldout');
   const d = S.heldout;
   if (!d) { box.textContent = S.heldoutNote || ''; box.dataset.loss = ''; return; }
-  if (d.with_ablation) {
-    const a = d.intact, b = d.with_ablation, dl = b.loss - a.loss;
+  if (d.ablated) {
+    const a = d.intact, b = d.ablated, dl = b.loss - a.loss;
     box.innerHTML = t('heldout', { n: d.examples, a: fmt(a.loss), b: fmt(b.loss),
       d: '<span class="' + (dl > 0 ? 'up' : 'down') + '">' + signed(dl) + '</span>',
       x: pct(a.token_accuracy), y: pct(b.token_accuracy) });
@@ -687,7 +687,7 @@ function renderHeldout() {
     box.dataset.loss = String(d.intact.loss);
     box.dataset.accuracy = String(d.intact.token_accuracy);
   }
-  box.dataset.heads = d.ablated.map((x) => x.join('.')).join(',');
+  box.dataset.heads = (d.ablated ? d.ablated.heads : []).map((x) => x.join('.')).join(',');
   box.dataset.mode = d.mode;
 }
 

@@ -23,7 +23,8 @@ struct TrainArgs {
 };
 int train(const TrainArgs& args);
 
-int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads, bool with_train = false);
+int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads, bool with_train = false,
+         bool json = false);
 int inspect(const std::string& checkpoint);
 int attention(const std::string& checkpoint, std::size_t example, const std::string& out);
 /// The float64 gradient checks (gradchecks.hpp): a table, or with `list` their names; `only`
@@ -43,6 +44,7 @@ struct GenerateArgs {
   double top_p = 1.0;
   std::uint64_t seed = 0;
   bool no_cache = false;
+  bool json = false;
   int threads = 0;
 };
 /// Continue a prompt with a decoder-only checkpoint: the prompt and the continuation on stdout
@@ -53,6 +55,7 @@ struct FillArgs {
   std::string checkpoint, text;
   std::string mask_text = data::kMaskText;
   std::size_t top_k = 5;
+  bool json = false;
   int threads = 0;
 };
 /// The most likely fills of every mask in the text, with a masked language model (model/fill.hpp).
@@ -72,6 +75,7 @@ struct HeadsArgs {
   std::string checkpoint, csv;
   std::string similarity;  ///< also write every pair of heads' Jensen-Shannon divergence as CSV
   std::size_t examples = 64;
+  bool json = false;
   int threads = 0;
 };
 /// Per layer and head: entropy, largest weight, previous-token / first-token / self / induction /
@@ -88,6 +92,7 @@ struct AblateArgs {
   std::size_t examples = 0;   ///< test examples evaluated; 0 = the whole test set
   std::string relation;       ///< score only the tokens having this gold relation (grammar); "" = all
   std::string csv, plot;
+  bool json = false;
   int threads = 0;
 };
 /// Test metrics with heads removed: the given heads, each head alone (sorted), or the pruning
@@ -98,6 +103,7 @@ struct SwapArgs {
   std::string checkpoint;
   std::size_t examples = 0;  ///< test examples probed; 0 = the whole test set
   std::uint64_t seed = 0;    ///< draws the replacement values
+  bool json = false;
   int threads = 0;
 };
 /// The value-swap probe of a recall model (interp/value_swap.hpp): does the prediction follow
@@ -133,6 +139,7 @@ struct PatchArgs {
   bool has_position = false;
   std::size_t position = 0;
   std::string answer, wrong;  ///< tokens; "" = the clean / corrupted run's most likely one
+  std::string point = "hook_z";
   bool json = false;
   int threads = 0;
 };

@@ -9,6 +9,7 @@
 #include "loaded.hpp"
 #include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/viewer.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/tensor/parallel.hpp"
 
 namespace qkv::app {
@@ -34,7 +35,8 @@ int view(const ViewArgs& a) {
     if (a.no_snapshots && !a.snapshots.empty()) throw ValueError("--snapshots and --no-snapshots: choose one");
     io::check_output_path(a.out, {a.checkpoint, a.snapshots}, "--out");
     Loaded l = load_for(a.checkpoint, a.input);
-    const data::Batch row = input_batch(l, a.input);
+    const model::InputRequest input = input_request(a.input, &l);
+    const data::Batch row = model::input_row(l, input).row;
 
     // Snapshots named on the command line must load; the run directory's are shown when they do.
     interp::Snapshots snapshots;
@@ -50,7 +52,7 @@ int view(const ViewArgs& a) {
       }
     }
     interp::ViewerContent content;
-    content.title = a.checkpoint + " - " + describe_input(a.input);
+    content.title = a.checkpoint + " - " + model::describe(input);
     content.snapshots = have ? &snapshots : nullptr;
     // With the data at hand the labels are those of `qkv heads` (the first 64 test examples), so
     // the page and the table agree; a page of --text shows the scores of that one input.

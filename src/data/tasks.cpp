@@ -232,7 +232,7 @@ Batch Task::text_row(const std::string& text, const std::string& what, const std
   const Tokenizer* t = tokenizer();
   if (!t)
     throw ValueError(what + ": the model was trained on task " + name() +
-                     ", which has token ids, not characters: give token ids (e.g. '3 1 2' with --ids)");
+                     ", which has token ids, not characters: give token ids (e.g. 3 1 2) instead of text");
   return ids_row(*this, encode_with_masks(*t, text, mask_token(), mask_text, what), what);
 }
 

@@ -65,18 +65,17 @@ QueryExplanation explain_query(model::TaskModel& model, const data::Task& task, 
                                std::size_t layer, std::size_t head, std::size_t query) {
   const auto layers = model::attention_layers(model);
   if (layer >= layers.size())
-    throw ValueError("--layer " + std::to_string(layer) + ": the model has " + std::to_string(layers.size()) +
-                     " attention layers (" + range(layers.size()) + ")");
+    field_error("layer", "the model has " + std::to_string(layers.size()) + " attention layers (" + range(layers.size()) + ")",
+                std::to_string(layer));
   const auto& [name, mha] = layers[layer];
   if (head >= mha->num_heads())
-    throw ValueError("--head " + std::to_string(head) + ": " + name + " has " + std::to_string(mha->num_heads()) +
-                     " heads (" + range(mha->num_heads()) + ")");
+    field_error("head", name + " has " + std::to_string(mha->num_heads()) + " heads (" + range(mha->num_heads()) + ")",
+                std::to_string(head));
   if (example.size() != 1) throw ValueError("explain: expected one example, found " + std::to_string(example.size()));
   auto [qids, kids] = model.attention_tokens(*mha, example);
   const std::size_t Tq = qids->shape()[1], Tk = kids->shape()[1];
   if (query >= Tq)
-    throw ValueError("--query " + std::to_string(query) + ": " + name + " reads " + std::to_string(Tq) + " queries (" +
-                     range(Tq) + ")");
+    field_error("query", name + " reads " + std::to_string(Tq) + " queries (" + range(Tq) + ")", std::to_string(query));
 
   nn::ActivationCache<float> cache;
   {
@@ -250,6 +249,23 @@ std::string explanations_json(const std::vector<QueryExplanation>& heads) {
     out += (i ? ",\n" : "") + one;
   }
   return out + "]\n";
+}
+
+std::vector<QueryExplanation> explain(model::LoadedModel& l, const ExplainRequest& r) {
+  if (r.head && !r.layer) field_error("head", "give its {layer} too");
+  data::Batch row;
+  with_prefix("input.", [&] { row = model::input_row(l, r.input).row; });
+  if (r.layer && r.head) return {explain_query(*l.model, *l.task, row, *r.layer, *r.head, r.query)};
+  const auto layers = model::attention_layers(*l.model);
+  if (r.layer && *r.layer >= layers.size())
+    field_error("layer", "the model has " + std::to_string(layers.size()) + " attention layers (" + range(layers.size()) + ")",
+                std::to_string(*r.layer));
+  std::vector<QueryExplanation> all;
+  for (std::size_t layer = 0; layer < layers.size(); ++layer)
+    if (!r.layer || layer == *r.layer)
+      for (std::size_t head = 0; head < layers[layer].second->num_heads(); ++head)
+        all.push_back(explain_query(*l.model, *l.task, row, layer, head, r.query));
+  return all;
 }
 
 }  // namespace qkv::interp

@@ -107,21 +107,6 @@ void check_snapshots(const Snapshots& s, const std::vector<std::pair<std::string
 
 }  // namespace
 
-std::string base64(const unsigned char* bytes, std::size_t n) {
-  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((n + 2) / 3 * 4);
-  for (std::size_t i = 0; i < n; i += 3) {
-    const unsigned v = unsigned(bytes[i]) << 16 | (i + 1 < n ? unsigned(bytes[i + 1]) << 8 : 0u) |
-                       (i + 2 < n ? unsigned(bytes[i + 2]) : 0u);
-    out += digits[v >> 18 & 63];
-    out += digits[v >> 12 & 63];
-    out += i + 1 < n ? digits[v >> 6 & 63] : '=';
-    out += i + 2 < n ? digits[v & 63] : '=';
-  }
-  return out;
-}
-
 std::string viewer_json(model::TaskModel& model, const data::Task& task, const nn::TransformerOptions& options,
                         const data::Batch& row, const ViewerContent& content) {
   if (row.size() != 1)

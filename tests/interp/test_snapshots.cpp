@@ -8,7 +8,7 @@
 #include "qkv/interp/snapshots.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/io/io_error.hpp"
-#include "app/run.hpp"
+#include "qkv/runs/training.hpp"
 #include "train/train_fixtures.hpp"
 
 namespace qkv {
@@ -21,7 +21,7 @@ void train_quiet(const config::Config& cfg, const std::string& resume = "", std:
   o.existing = train::ExistingRun::Overwrite;  // the tests reuse their directories
   o.loop.stop_after = stop_after;
   dist::Comm single;
-  app::run_training(cfg, o, {}, single);
+  runs::train_with_snapshots(cfg, o, {}, single);
 }
 
 void check_same_snapshots(const interp::Snapshots& a, const interp::Snapshots& b) {

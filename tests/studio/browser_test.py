@@ -201,7 +201,7 @@ def run(a, check):
         # 4. remove head 1.0 with its switch: the held-out numbers are qkv ablate's
         click(page, "#grid .cell[data-layer='1'][data-head='0'] .sw")
         check("the switch removes the head", page.wait_for(
-            "(() => { const s = qkvStudio.state(); return s.heldout && s.heldout.ablated.length === 1 && "
+            "(() => { const s = qkvStudio.state(); return s.heldout && s.heldout.ablated && s.heldout.ablated.heads.length === 1 && "
             "s.drawnSeq === s.seq; })()", 60))
         hd = page.eval("(() => { const h = document.getElementById('heldout'); return {loss: +h.dataset.loss, "
                        "acc: +h.dataset.accuracy, heads: h.dataset.heads, text: h.textContent}; })()")
@@ -216,7 +216,7 @@ def run(a, check):
         if shots:
             page.screenshot(save=str(shots / "ablate.png"))
         click(page, "#restore")
-        page.wait_for("qkvStudio.state().heldout && qkvStudio.state().heldout.ablated.length === 0", 60)
+        page.wait_for("qkvStudio.state().heldout && !qkvStudio.state().heldout.ablated", 60)
 
         # 5. patching
         click(page, "#tabs button[data-tab='patch']")

@@ -45,7 +45,4 @@ const std::string& viewer_template();
 /// placeholder not exactly once.
 std::string viewer_page(const std::string& json, const std::string& html_template = viewer_template());
 
-/// Standard base64 (RFC 4648, with padding) of `n` bytes.
-std::string base64(const unsigned char* bytes, std::size_t n);
-
 }  // namespace qkv::interp

@@ -1,9 +1,11 @@
 #pragma once
-// JSON for the studio's requests and answers (docs/studio.md). Requests are small objects: a
-// strict parser of RFC 8259 (no comments, no trailing commas, no duplicate keys, valid UTF-8,
-// bounded depth) into a value tree, and readers that name the field in every error
-// ("input.masks[2]: expected a whole number in [0, 6], found -1"). Answers are written with
-// Writer, which places the commas.
+/// @file
+/// JSON in and out: what the instruments' results are written as (the command's --json, the
+/// studio's answers, what Python reads back: one text, so one set of numbers), and a strict
+/// reader for small documents (the studio's requests, the compiler's ground truth files): RFC
+/// 8259 with no comments, no trailing commas, no duplicate keys, valid UTF-8 and bounded depth,
+/// into a value tree, and readers that name the field in every error
+/// ("input.masks[2]: expected a whole number in [0, 6], found -1"). Writer places the commas.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,18 +16,7 @@
 
 #include "qkv/tensor/names.hpp"
 
-namespace qkv::app::json {
-
-/// A request that cannot be served as asked: the HTTP status (400 unless said otherwise) and a
-/// message naming the field ("input.text"), what was expected and what was found.
-class RequestError : public ValueError {
- public:
-  explicit RequestError(const std::string& what, int status = 400) : ValueError(what), status_(status) {}
-  int status() const { return status_; }
-
- private:
-  int status_;
-};
+namespace qkv::json {
 
 /// One parsed JSON value. Objects keep their members in the order written; numbers keep their
 /// text too (whole numbers are checked on it, never through a double).
@@ -46,13 +37,13 @@ const char* kind_name(Value::Kind kind);
 /// What a value is, for errors: "the string 'abc'", "the number -1", "an array of 3", ...
 std::string describe(const Value& v);
 
-/// Parse exactly one JSON value from `text` (whitespace around it allowed). RequestError
+/// Parse exactly one JSON value from `text` (whitespace around it allowed). ValueError
 /// "`what`: <problem> at byte N" for anything else: a syntax error, a duplicate key, invalid
 /// UTF-8 or an unpaired surrogate escape, a number out of double range, nesting deeper than
 /// `max_depth`.
 Value parse(std::string_view text, const std::string& what = "body", std::size_t max_depth = 16);
 
-/// The members of an object, checked against the fields a request may have: RequestError
+/// The members of an object, checked against the fields a request may have: ValueError
 /// naming `path` when `v` is not an object, and naming an unknown member with the fields allowed
 /// (and the closest one).
 class Fields {
@@ -68,18 +59,18 @@ class Fields {
   std::string path_;
 };
 
-/// A whole number in [lo, hi] (digits only: no sign, fraction or exponent), else RequestError
+/// A whole number in [lo, hi] (digits only: no sign, fraction or exponent), else ValueError
 /// "`path`: expected a whole number in [lo, hi], found ...".
 std::size_t whole(const Value& v, const std::string& path, std::size_t lo, std::size_t hi);
-/// A string, else RequestError naming `path`; at most `max_bytes` long.
+/// A string, else ValueError naming `path`; at most `max_bytes` long.
 const std::string& string(const Value& v, const std::string& path, std::size_t max_bytes = 4096);
-/// An array of at most `max_items`, else RequestError naming `path`.
+/// An array of at most `max_items`, else ValueError naming `path`.
 const std::vector<Value>& array(const Value& v, const std::string& path, std::size_t max_items);
 bool boolean(const Value& v, const std::string& path);
 
-/// A JSON string literal of UTF-8 text, as the library writes them (interp::json_string): quotes,
-/// backslashes and control characters escaped, "</" and "<!--" written so that the text may sit in
-/// an HTML <script> element.
+/// A JSON string literal of UTF-8 text: UTF-8 kept as is; quotes, backslashes and control
+/// characters escaped; "</" and "<!--" written as "<\/" and "<\u0021--" so that the text may sit
+/// inside an HTML <script> element (docs/viewer.md, the embedding rule).
 std::string quote(std::string_view s);
 /// Shortest text that reads back as the same double (%.17g at most); null for NaN and infinities.
 std::string number(double x);
@@ -116,10 +107,12 @@ class Writer {
   bool after_key_ = false;
 };
 
+/// Standard base64 (RFC 4648, with padding) of `n` bytes.
+std::string base64(const unsigned char* bytes, std::size_t n);
 /// Standard base64 (RFC 4648, padded) of the little-endian bytes of `n` floats: how the studio
 /// sends attention weights (exact to the model's float32; the page reads them as a Float32Array).
 std::string base64_floats(const float* values, std::size_t n);
 /// Base64 of the bytes round(255 w) of `n` weights w in [0, 1] (clamped), as the viewer stores them.
 std::string base64_bytes(const float* weights, std::size_t n);
 
-}  // namespace qkv::app::json
+}  // namespace qkv::json

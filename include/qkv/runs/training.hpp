@@ -1,7 +1,9 @@
 #pragma once
-// A training run as the qkv command makes it, for every program of the application (the command,
-// the Python module, tests): train::run_training plus training snapshots (interp/snapshots.hpp)
-// when train.snapshot_every > 0. Training and the instruments meet here, above both.
+/// @file
+/// A run as the qkv command makes it, for every program (the command, the Python module, tests):
+/// train::run_training plus training snapshots (interp/snapshots.hpp) when train.snapshot_every >
+/// 0. The runs/ layer is where training and the instruments meet, above both: training a run,
+/// and following one as it trains (follow.hpp).
 
 #include <cstdint>
 #include <functional>
@@ -11,7 +13,7 @@
 #include "qkv/interp/snapshots.hpp"
 #include "qkv/train/run_directory.hpp"
 
-namespace qkv::app {
+namespace qkv::runs {
 
 /// The callbacks that record snapshots into <dir>/snapshots.h5: at step 0 (or continuing the
 /// file of a resumed run), every train.snapshot_every steps, at the final step, and the file
@@ -28,14 +30,16 @@ class SnapshotsDuringTraining {
   std::unique_ptr<interp::SnapshotRecorder> recorder_;
 };
 
-/// The RunOptions of `qkv train`'s --resume, --out, --overwrite and --stop-after (the command's
-/// and qkv.train's from Python).
+/// The RunOptions of a run resumed from `resume` ("" = a new run), written to `out` ("" = the
+/// config's run.out), replacing a run there when `overwrite`, stopping after `stop_after` steps
+/// (0 = run to the end): `qkv train`'s --resume, --out, --overwrite and --stop-after and
+/// qkv.train's arguments.
 train::RunOptions run_options(const std::string& resume, const std::string& out, bool overwrite, std::int64_t stop_after);
 
 /// train::run_training, with snapshots on the root rank when the config asks for them, at
-/// `threads` threads, else train.threads when it is > 0 (the process's OpenMP setting; 0 and 0
-/// leave it as it is).
-train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
+/// `threads` threads, else train.threads when it is > 0 (the OpenMP thread count; 0 and 0 leave
+/// it as it is).
+train::RunResult train_with_snapshots(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
                               dist::Comm& comm, const std::function<void(const std::string&)>& note = {}, int threads = 0);
 
-}  // namespace qkv::app
+}  // namespace qkv::runs

@@ -1,10 +1,10 @@
-#include "run.hpp"
+#include "qkv/runs/training.hpp"
 
 #include <filesystem>
 
 #include "qkv/tensor/parallel.hpp"
 
-namespace qkv::app {
+namespace qkv::runs {
 
 SnapshotsDuringTraining::SnapshotsDuringTraining(std::string dir, std::function<void(const std::string&)> note)
     : file_((std::filesystem::path(dir) / "snapshots.h5").string()), note_(std::move(note)) {}
@@ -40,7 +40,7 @@ train::RunOptions run_options(const std::string& resume, const std::string& out,
   return o;
 }
 
-train::RunResult run_training(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
+train::RunResult train_with_snapshots(const config::Config& cfg, const train::RunOptions& options, const train::Callbacks& extra,
                               dist::Comm& comm, const std::function<void(const std::string&)>& note, int threads) {
   // The run's thread count (a setting of the process: the library leaves it to its caller).
   if (threads <= 0) threads = cfg.train.threads;
@@ -50,4 +50,4 @@ train::RunResult run_training(const config::Config& cfg, const train::RunOptions
   return train::run_training(cfg, options, train::chain(extra, snapshots.callbacks()), comm);
 }
 
-}  // namespace qkv::app
+}  // namespace qkv::runs

@@ -1,4 +1,4 @@
-#include "serve_json.hpp"
+#include "qkv/io/json.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../interp/json.hpp"  // the library writes JSON with it (a private header of src/interp)
-#include "qkv/interp/viewer.hpp"
 
-namespace qkv::app::json {
+namespace qkv::json {
 
 const Value* Value::find(std::string_view key) const {
   for (auto& [k, v] : members)
@@ -63,7 +61,7 @@ class Parser {
 
  private:
   [[noreturn]] void fail(const std::string& problem) const {
-    throw RequestError(what_ + ": " + problem + " at byte " + std::to_string(i_) + " (not valid JSON)");
+    throw ValueError(what_ + ": " + problem + " at byte " + std::to_string(i_) + " (not valid JSON)");
   }
   bool at_end() const { return i_ >= s_.size(); }
   char peek() const { return at_end() ? '\0' : s_[i_]; }
@@ -289,12 +287,12 @@ Value parse(std::string_view text, const std::string& what, std::size_t max_dept
 
 Fields::Fields(const Value& v, std::string path, std::vector<std::string> allowed) : v_(v), path_(std::move(path)) {
   if (v.kind != Value::Kind::Object)
-    throw RequestError((path_.empty() ? std::string("the body") : path_) + ": expected an object, found " + describe(v));
+    throw ValueError((path_.empty() ? std::string("the body") : path_) + ": expected an object, found " + describe(v));
   for (auto& [k, value] : v.members) {
     bool known = false;
     for (auto& a : allowed) known = known || a == k;
     if (!known)
-      throw RequestError(this->path(k) + ": unknown field" + did_you_mean(k, allowed) + " (" +
+      throw ValueError(this->path(k) + ": unknown field" + did_you_mean(k, allowed) + " (" +
                          (path_.empty() ? std::string("the body") : path_) + " may have " + join_names(allowed) + ")");
   }
 }
@@ -310,35 +308,55 @@ std::size_t whole(const Value& v, const std::string& path, std::size_t lo, std::
   const std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (v.kind != Value::Kind::Number || v.text.empty() || v.text.find_first_not_of("0123456789") != std::string::npos ||
       v.text.size() > 15)
-    throw RequestError(path + ": expected a whole number in " + range + ", found " + describe(v));
+    throw ValueError(path + ": expected a whole number in " + range + ", found " + describe(v));
   const std::size_t x = std::strtoull(v.text.c_str(), nullptr, 10);
-  if (x < lo || x > hi) throw RequestError(path + ": expected a whole number in " + range + ", found " + v.text);
+  if (x < lo || x > hi) throw ValueError(path + ": expected a whole number in " + range + ", found " + v.text);
   return x;
 }
 
 const std::string& string(const Value& v, const std::string& path, std::size_t max_bytes) {
-  if (v.kind != Value::Kind::String) throw RequestError(path + ": expected a string, found " + describe(v));
+  if (v.kind != Value::Kind::String) throw ValueError(path + ": expected a string, found " + describe(v));
   if (v.text.size() > max_bytes)
-    throw RequestError(path + ": " + std::to_string(v.text.size()) + " bytes, more than the " + std::to_string(max_bytes) +
+    throw ValueError(path + ": " + std::to_string(v.text.size()) + " bytes, more than the " + std::to_string(max_bytes) +
                        " a request may send");
   return v.text;
 }
 
 const std::vector<Value>& array(const Value& v, const std::string& path, std::size_t max_items) {
-  if (v.kind != Value::Kind::Array) throw RequestError(path + ": expected an array, found " + describe(v));
+  if (v.kind != Value::Kind::Array) throw ValueError(path + ": expected an array, found " + describe(v));
   if (v.items.size() > max_items)
-    throw RequestError(path + ": " + std::to_string(v.items.size()) + " items, more than the " + std::to_string(max_items) +
+    throw ValueError(path + ": " + std::to_string(v.items.size()) + " items, more than the " + std::to_string(max_items) +
                        " allowed");
   return v.items;
 }
 
 bool boolean(const Value& v, const std::string& path) {
-  if (v.kind != Value::Kind::Bool) throw RequestError(path + ": expected true or false, found " + describe(v));
+  if (v.kind != Value::Kind::Bool) throw ValueError(path + ": expected true or false, found " + describe(v));
   return v.boolean;
 }
 
-// The library's writer (the viewer's and the instruments' JSON): one escaping everywhere.
-std::string quote(std::string_view s) { return interp::json_string(std::string(s)); }
+std::string quote(std::string_view s) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += char(c);
+    } else if (c == '<' && s.compare(i, 4, "<!--") == 0) {
+      out += "<\\u0021";  // the '!' is this escape
+      ++i;
+    } else if (c == '<' && i + 1 < s.size() && s[i + 1] == '/') {
+      out += "<\\";
+    } else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else {
+      out += char(c);
+    }
+  }
+  return out + "\"";
+}
 
 std::string number(double x) {
   if (!std::isfinite(x)) return "null";
@@ -416,6 +434,21 @@ Writer& Writer::raw(std::string_view json) {
   return *this;
 }
 
+std::string base64(const unsigned char* bytes, std::size_t n) {
+  static const char* digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (std::size_t i = 0; i < n; i += 3) {
+    const unsigned v = unsigned(bytes[i]) << 16 | (i + 1 < n ? unsigned(bytes[i + 1]) << 8 : 0u) |
+                       (i + 2 < n ? unsigned(bytes[i + 2]) : 0u);
+    out += digits[v >> 18 & 63];
+    out += digits[v >> 12 & 63];
+    out += i + 1 < n ? digits[v >> 6 & 63] : '=';
+    out += i + 2 < n ? digits[v & 63] : '=';
+  }
+  return out;
+}
+
 std::string base64_floats(const float* values, std::size_t n) {
   std::string raw(n * sizeof(float), '\0');
   for (std::size_t i = 0; i < n; ++i) {  // little-endian whatever the host
@@ -423,14 +456,14 @@ std::string base64_floats(const float* values, std::size_t n) {
     std::memcpy(&u, values + i, 4);
     for (int k = 0; k < 4; ++k) raw[4 * i + std::size_t(k)] = char((u >> (8 * k)) & 0xFF);
   }
-  return interp::base64(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
+  return base64(reinterpret_cast<const unsigned char*>(raw.data()), raw.size());
 }
 
 std::string base64_bytes(const float* weights, std::size_t n) {
   std::string raw(n, '\0');
   for (std::size_t i = 0; i < n; ++i)
     raw[i] = char(static_cast<unsigned char>(std::lround(255.0 * std::min(1.0, std::max(0.0, double(weights[i]))))));
-  return interp::base64(reinterpret_cast<const unsigned char*>(raw.data()), n);
+  return base64(reinterpret_cast<const unsigned char*>(raw.data()), n);
 }
 
-}  // namespace qkv::app::json
+}  // namespace qkv::json
