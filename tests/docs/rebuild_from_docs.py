@@ -22,7 +22,9 @@ reads their checkpoints with h5py, and checks, for each model:
 - the grammar's masks: each held-out row's masks found at exactly one offset of the row's generator
   (the page says they follow the row's sentence draws; mask_rate 0.4 makes a chance match
   impossible in practice);
-- a training step's loss with label smoothing and its token accuracy against metrics.csv.
+- a training step's loss with label smoothing and its token accuracy against metrics.csv;
+- the rows of typed text (docs/tasks.md, "Rows from text") against `m.to_tokens`, and `qkv fill`'s
+  output line by line (docs/instruments.md) from the rebuilt model.
 
 It also checks that it can fail: the grammar encoder rebuilt without its pad-key masking misses
 qkv's logits by far more than LOGIT_TOL. Where a number cannot be reproduced from the page, the page
@@ -552,6 +554,67 @@ def qkv_greedy(m, r, batch):
     return out
 
 
+def vocabulary(r):
+    """Labels of the tokenizer's ids 0..V-2 (docs/checkpoint.md: char code points; word: the words
+    joined by newlines), then <unk>."""
+    text = "".join(chr(c) for c in r.vocab)
+    return (text.split("\n") if r.tokenizer == "word" else list(text)) + ["<unk>"]
+
+
+def grammar_row(r, text):
+    """docs/tasks.md, "Rows from text": a masked text is tokenized as it stands, each [MASK] the
+    mask token, the full stop appended; otherwise sentences as the grammar writes them (English
+    lower-cased, a glued full stop split off, one added when missing), no padding."""
+    words = vocabulary(r)
+    ids = {w: i for i, w in enumerate(words[:-1])}
+    stop = "。" if r.tokenizer == "char" else "."
+    if "[MASK]" in text:
+        row = []
+        for n, piece in enumerate(text.split("[MASK]")):
+            row += ([r.sizes["mask"]] if n else []) + [ids[w] for w in (list(piece) if r.tokenizer == "char" else piece.split())]
+        return row + ([] if row[-1] == ids[stop] else [ids[stop]])
+    if r.tokenizer == "char":
+        tokens = [c for c in text if not c.isspace()]
+    else:
+        tokens = text.lower().split()
+        if tokens[-1] != "." and tokens[-1].endswith("."):
+            tokens[-1:] = [tokens[-1][:-1], "."]
+    return [ids[w] for w in tokens] + ([] if tokens[-1] == stop else [ids[stop]])
+
+
+def check_rows_and_fill(check, cli, m, r, ckpt, label, texts, fill_text, k=3):
+    """The rows of typed text, and qkv fill's output (docs/instruments.md) from the rebuilt model."""
+    for text in texts:
+        ours, theirs = grammar_row(r, text), m.to_tokens(text)[0].tolist()
+        check(ours == theirs, f"{label}: the row of {text!r} as docs/tasks.md builds it: {ours}")
+    row = np.array([grammar_row(r, fill_text)])
+    logits = r.logits({"inputs": row})[0]
+    labels = vocabulary(r)
+    out = cli.run("fill", ckpt, "--text", fill_text, "--top-k", k, "--threads", "1").split("\n")
+    expected = [f"{ckpt}: {fill_text}"]
+    best = []
+    masks = [t for t in range(row.shape[1]) if row[0, t] == r.sizes["mask"]]
+    got_p, want_p = [], []
+    for i, t in enumerate(masks):
+        z = logits[t] - logits[t].max()
+        prob = np.exp(z) / np.exp(z).sum()
+        top = sorted(range(len(prob)), key=lambda c: (-prob[c], c))[:k]
+        printed = re.findall(r"  (\S+) (\d\.\d{4})", out[1 + i].split(":", 1)[1])
+        expected.append(f"  mask {i + 1} (position {t}):" + "".join(f"  {labels[c]} {prob[c]:.4f}" for c in top))
+        got_p += [float(v) for _, v in printed]
+        want_p += [prob[c] for c in top]
+        out[1 + i] = f"  mask {i + 1} (position {t}):" + "".join(f"  {w} {prob[c]:.4f}" for (w, _), c in zip(printed, top))
+    space = " " if r.tokenizer == "word" else ""
+    for t in range(row.shape[1]):
+        c = int(row[0, t])
+        best.append(labels[logits[t].argmax() if c == r.sizes["mask"] else c] + space)
+    expected.append("most likely: " + "".join(best))
+    close = len(got_p) == len(want_p) and np.allclose(got_p, want_p, atol=5e-5 + LOGIT_TOL)
+    check(out[:len(expected)] == expected and close,
+          f"{label}: qkv fill --text {fill_text!r} line by line as docs/instruments.md describes it "
+          f"(labels, order, probabilities to 4 decimals), last line {expected[-1]!r}")
+
+
 # ---------------------------------------------------------------------------------------------
 # Data the page lets us regenerate
 
@@ -673,6 +736,14 @@ def main(argv):
         check(all(len(f) == 1 for f in found),
               f"grammar encoder: the masks of {len(found)} {split} rows, each at exactly one offset of its "
               f"generator: {[f.tolist() for f in found]}")
+
+    r.mask_pads = True
+    check_rows_and_fill(check, cli, m, r, run / "best.h5", "grammar encoder", ["我爱吃苹果", "他 打碎了花瓶。"],
+                        "我爱吃[MASK]果")
+    run = cli.train("grammar_en", configs / "grammar_en.yaml", *small)
+    r, m, *_ = compare_model(check, cli, qkv, run / "best.h5", "English grammar encoder")
+    check_rows_and_fill(check, cli, m, r, run / "best.h5", "English grammar encoder",
+                        ["I love to eat apples.", "he broke the vase"], "i love to [MASK] apples")
 
     # A masked text encoder (sinusoidal): its validation masks regenerated from the corpus and seed.
     run = cli.train("mlm", configs / "mlm.yaml", *small, f"task.path={corpus}", "task.length=32",
