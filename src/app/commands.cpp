@@ -103,6 +103,7 @@ int attention(const std::string& path, std::size_t example, const std::string& o
     const std::string out = out_arg.empty() ? (fs::path(path).parent_path() / ("attention_" + std::to_string(example) + ".csv")).string() : out_arg;
     io::check_output_path(out, {path}, "--out");
     std::ostringstream csv;
+    csv.precision(9);  // %.9g, as every CSV qkv writes
     csv << "layer,head,query,key,query_token,key_token,weight\n";
     std::printf("held-out example %zu of %s: input", example, l.task->name().c_str());
     for (std::size_t t = 0; t < b.inputs.shape()[1]; ++t) std::printf(" %lld", (long long)b.inputs(0, t));

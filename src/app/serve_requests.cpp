@@ -181,7 +181,7 @@ std::string Studio::heldout(const std::string& body) {
   request.heads = ab.heads;  // as `qkv ablate CKPT --heads ... --examples N`: the first N test examples
   request.mode = ab.mode;
   request.examples = std::min<std::size_t>(64, test_set.size());
-  if (const Value* e = f.get("examples")) request.examples = json::whole(*e, "examples", 1, std::min(kMaxHeldout, test_set.size()));
+  if (const Value* e = f.get("examples")) request.examples = json::whole(*e, "examples", 1, kMaxHeldout);
   const interp::AblateResult r = answered(kAblateFields, [&] { return interp::ablate(s.batch, request, &s.batch_cache); });
   std::string one = interp::to_json(r);
   one.pop_back();

@@ -279,7 +279,7 @@ TEST_CASE("studio: bad requests get 400 (or 413, 415) naming the field, expected
   CHECK(bad("{\"clean\": {\"text\": \"我爱[MASK]苹果\"}, \"corrupt\": {\"text\": \"我爱[MASK]牛奶\"}, \"answer\": \"苹果\", \"wrong\": \"喝\"}",
             400, "/api/patch") == "answer: '苹果' is 2 tokens for this model; give one token");
   CHECK(bad("{\"corrupt\": {\"text\": \"我\"}}", 400, "/api/patch") == "clean: required (an object with text, ids or example)");
-  CHECK(bad("{\"examples\": 9, \"model\": 1}", 400, "/api/heldout") == "examples: expected a whole number in [1, 8], found 9");
+  CHECK(bad("{\"examples\": 1025, \"model\": 1}", 400, "/api/heldout") == "examples: expected a whole number in [1, 1024], found 1025");
   CHECK(bad("{\"model\": 1, \"ablate\": {\"heads\": [[1, 0]]}}", 400, "/api/heldout") ==
         "ablate.heads[0]: the model has no attention layer 1 (layers 0..0)");
 }
