@@ -577,15 +577,7 @@ std::vector<std::string> lexicon_words(Language language) {
     if (zh) add(f);
   for (const char* f : {"also", "often", "the", "to", "was", "were", "by", "."})
     if (!zh) add(f);
-  if (!zh) {  // multi-word entries ("every day") are several words
-    std::vector<std::string> split;
-    for (const std::string& s : w)
-      for (std::string& part : split_words(s)) split.push_back(std::move(part));
-    w = std::move(split);
-  }
-  std::sort(w.begin(), w.end());
-  w.erase(std::unique(w.begin(), w.end()), w.end());
-  return w;
+  return lexicon_list(std::move(w), language);  // multi-word entries ("every day") are several words
 }
 
 GrammarSentence make_sentence(const Words& words, Language language) {

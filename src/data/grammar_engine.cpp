@@ -26,6 +26,7 @@ namespace {
 using namespace gram;
 
 constexpr int kZh = 0, kEn = 1;
+Language language_of(int l) { return l == kZh ? Language::Zh : Language::En; }
 
 // ---- frames: a drawn or analysed sentence, independent of its language ----
 
@@ -331,16 +332,9 @@ class Engine {
         for (const Item& item : t)
           if (item.slot < 0) add(item.literal);
     if (l == kZh) add("的");
-    if (l == kEn) {
+    if (l == kEn)
       for (const char* x : {"the", "an", "was", "were", "has", "have"}) add(x);
-      std::vector<std::string> split;
-      for (const std::string& s : w)
-        for (std::string& part : split_words(s)) split.push_back(std::move(part));
-      w = std::move(split);
-    }
-    std::sort(w.begin(), w.end());
-    w.erase(std::unique(w.begin(), w.end()), w.end());
-    return w;
+    return lexicon_list(std::move(w), language_of(l));
   }
 
   // ---- glosses in messages, both languages: "吃 (eat)" ----
@@ -808,8 +802,6 @@ class Engine {
   std::unique_ptr<Tokenizer> tokenizer_[2];
 };
 
-
-Language language_of(int l) { return l == kZh ? Language::Zh : Language::En; }
 
 // A grammar file in one language: the engine (shared by both languages) and its learners' sentences.
 class FileGrammar final : public Grammar {

@@ -18,6 +18,18 @@ std::vector<std::string> split_words(const std::string& s) {
   return out;
 }
 
+std::vector<std::string> lexicon_list(std::vector<std::string> words, Language language) {
+  if (language == Language::En) {
+    std::vector<std::string> split;
+    for (const std::string& s : words)
+      for (std::string& part : split_words(s)) split.push_back(std::move(part));
+    words = std::move(split);
+  }
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  return words;
+}
+
 std::string canonical_sentence(Language language, const std::string& text, bool commas) {
   if (language == Language::Zh) {
     std::string s;

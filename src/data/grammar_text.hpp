@@ -14,6 +14,9 @@ namespace qkv::data {
 // The words of `s`, split at whitespace.
 std::vector<std::string> split_words(const std::string& s);
 
+// A lexicon's words, sorted and distinct; en entries of several words ("every day") are split.
+std::vector<std::string> lexicon_list(std::vector<std::string> words, Language language);
+
 // The sentence as the realisers write it: zh without whitespace, en lowercased with single spaces;
 // both ending in their full stop ("apples." -> "apples ."). With `commas`, also zh ',' -> '，' and
 // en "apples," -> "apples ,".

@@ -1,11 +1,13 @@
 #pragma once
 /// @file
-/// The grammar task: everyday sentences generated from a built-in lexicon and grammar, in Chinese
-/// (a token per character) or English (a token per word), each token labelled with its word and
-/// its gold partners (who does what to whom). docs/tasks.md describes the lexicon, the rules, the
-/// relations and how to extend them.
+/// The grammar task: everyday sentences generated from a lexicon and a grammar, in Chinese (a
+/// token per character) or English (a token per word), each token labelled with its word and its
+/// gold partners (who does what to whom). docs/tasks.md describes the grammars, their relations
+/// and how to extend them. task.grammar chooses the grammar (load_grammar): v1 (the default, below,
+/// written in C++), v2 (share/grammar/v2.yaml: sentences where role and position disagree: 把, 被,
+/// topics first, relative clauses, two objects) or a grammar file of the user's.
 ///
-/// A sentence is drawn as a frame (construction, subject, verb, object, their modifiers, time and
+/// In v1 a sentence is drawn as a frame (construction, subject, verb, object, their modifiers, time and
 /// adverbs), checked against the lexicon's restrictions (吃 takes food, subjects are animate), and
 /// realised in the task's language:
 ///   present  他常常吃苹果。           he often eats apples .
