@@ -201,8 +201,22 @@ TEST_CASE("grammar v2: role and position disagree - the best fixed offset of eac
 
 TEST_CASE("grammar v2: splits are a function of the text, stable, and no held-out sentence trains") {
   const auto g = load_grammar("v2", Language::Zh);
-  // The same hash as v1 (FNV-1a, hash64, mod 1000): these buckets never move.
-  CHECK(g->split("我的猫常常吃鱼。", 0.05, 0.05) == grammar_split(Language::Zh, "我的猫常常吃鱼。", 0.05, 0.05));
+  // The same hash as v1 (FNV-1a, hash64, mod 1000), a function of the text alone: these never move.
+  const std::vector<std::pair<std::string, Split>> pinned = {
+      {"学生已经给小丽买了茶。", Split::Test},
+      {"爷爷也修了我刚才拿的白色的自行车。", Split::Train},
+      {"他们已经很快地修了那扇门。", Split::Val},
+      {"爸爸也已经把那条新鲜的鱼给了她。", Split::Val},
+      {"grandpa also already wiped the new cup clean .", Split::Test},
+      {"the student already bought the tea for xiaoli .", Split::Train},
+      {"grandma also washed this clean hat and then bought this beautiful ball .", Split::Val}};
+  for (auto& [text, split] : pinned) {
+    CAPTURE(text);
+    const Language l = text[0] == 'g' || text[0] == 't' ? Language::En : Language::Zh;
+    CHECK(load_grammar("v2", l)->split(text, 0.05, 0.05) == split);
+    CHECK(grammar_split(l, text, 0.05, 0.05) == split);  // v1's function of the text
+    CHECK(load_grammar("v2", l)->analyse(text).text == text);  // sentences of v2
+  }
   std::map<Split, int> count;
   Generator gen(3);
   for (int i = 0; i < 20000; ++i) ++count[g->split(g->random_sentence(gen).text, 0.05, 0.05)];
@@ -296,7 +310,7 @@ TEST_CASE("grammar files: each kind of problem names the file, the line, the key
        "verbs.吃.objects: unknown class 'fod' (the classes: human, "},
       {"an unknown verb tag", "      V: {verb: [present]}", "      V: {verb: [presnt]}", "      V: {verb: [present]}",
        "constructions[0] (present).slots.V.verb: no verb has the tag 'presnt' (the verbs' tags: "},
-      {"an unknown word list", "      A: {word: also, p: 0.4}", "      A: {word: alsso, p: 0.4}", "      A: {word: also, p: 0.4}",
+      {"an unknown word list", "      A: {word: also, p: 0.5}", "      A: {word: alsso, p: 0.5}", "      A: {word: also, p: 0.5}",
        "constructions[0] (present).slots.A.word: unknown word list 'alsso' (the lists under 'words': "},
       {"an unknown noun kind", "kinds: [thing, person]", "kinds: [thing, persn]", "kinds: [thing, person]",
        "constructions[14] (relative_manner).slots.S.kinds: expected noun kinds among thing, person, name, kin, pronoun, found "
