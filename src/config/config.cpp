@@ -321,6 +321,7 @@ std::vector<Field> fields(Config& c) {
           field("task", "objective", t.objective, data::objective_names()),
           field("task", "mask_rate", t.mask_rate),
           field("task", "language", t.language, data::language_names()),
+          field("task", "grammar", t.grammar),
           field("optimizer", "name", o.name, optim::optimizer_names()),
           field("optimizer", "lr", o.lr),
           field("optimizer", "weight_decay", o.weight_decay),

@@ -186,10 +186,16 @@ void TaskOptions::validate() const {
     c.in_range(test_fraction, "test_fraction", 0.001, false, 1, true);
     c.require(val_fraction + test_fraction <= 0.999, {"val_fraction", "test_fraction"},
               "{val_fraction} + {test_fraction} must be at most 0.999, leaving sentences to train on");
-    const std::size_t longest = grammar_max_tokens(language);
+    std::size_t longest = 0;
+    try {
+      longest = load_grammar(grammar, language)->max_tokens();
+    } catch (const ValueError& e) {  // an unknown name, or a grammar file with a problem
+      c.require(false, {"grammar"}, e.what());
+    }
     c.require(length >= longest, {"length"},
               std::string("a row holds whole sentences, and the longest sentence of the ") + data::name(language) +
-                  " grammar has " + n(longest) + " tokens: expected {length} >= " + n(longest) + ", found " + n(length));
+                  " grammar " + (grammar == "v1" ? "" : grammar + " ") + "has at most " + n(longest) +
+                  " tokens: expected {length} >= " + n(longest) + ", found " + n(length));
   }
   if (name == "induction") {
     c.require(length >= 2, {"length"}, "induction needs at least 2 tokens, found " + n(length));

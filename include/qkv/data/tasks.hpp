@@ -103,6 +103,7 @@ struct TaskOptions {
   Objective objective = Objective::Causal;  ///< text, grammar: next-token (causal) or masked targets
   double mask_rate = 0.15;      ///< masked: the share of positions chosen, in (0, 1)
   Language language = Language::Zh;  ///< grammar: the language of the sentences
+  std::string grammar = "v1";   ///< grammar: v1 (built in), v2 (share/grammar/v2.yaml, compiled in) or a grammar file's path
   /// name in task_names(), sizes positive, vocab >= 2, recall keys distinct (pairs <= vocab),
   /// each task's own constraints; throws OptionError.
   void validate() const;
