@@ -33,13 +33,15 @@ ALLOWED = {
     "ops": {"tensor", "kernels", "autograd"},
     "nn": {"tensor", "kernels", "autograd", "ops"},
     "optim": {"tensor", "kernels", "autograd", "ops", "nn"},
-    "data": {"tensor"},
+    "rasp": {"tensor"},
+    "data": {"tensor", "rasp"},
     "io": {"tensor"},
     "config": {"tensor", "nn", "optim", "data", "io"},
     "dist": {"tensor", "kernels", "autograd", "nn"},
     "model": {"tensor", "kernels", "autograd", "ops", "nn", "data", "io", "config"},
     "train": {"tensor", "kernels", "autograd", "ops", "nn", "optim", "data", "io", "config", "dist", "model"},
     "interp": {"tensor", "kernels", "autograd", "ops", "nn", "data", "io", "config", "model"},
+    "compile": {"tensor", "kernels", "autograd", "ops", "nn", "rasp", "data", "io", "config", "model"},
 }
 LAYERS = set(ALLOWED)
 

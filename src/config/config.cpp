@@ -301,6 +301,7 @@ std::vector<Field> fields(Config& c) {
           field("model", "attn_dropout", "attn.dropout", m.attn.dropout),
           field("model", "activation", "ff.activation", m.ff.activation, nn::activation_names()),
           field("model", "norm_first", m.norm_first),
+          field("model", "norm", m.norm, nn::norm_names()),
           field("model", "positional", m.positional, nn::positional_names()),
           field("model", "attention", "attn.impl", m.attn.impl, nn::attention_impl_names()),
           field("model", "scale", "attn.scale", m.attn.scale),
@@ -321,6 +322,7 @@ std::vector<Field> fields(Config& c) {
           field("task", "objective", t.objective, data::objective_names()),
           field("task", "mask_rate", t.mask_rate),
           field("task", "language", t.language, data::language_names()),
+          field("task", "program", t.program),
           field("optimizer", "name", o.name, optim::optimizer_names()),
           field("optimizer", "lr", o.lr),
           field("optimizer", "weight_decay", o.weight_decay),
@@ -600,9 +602,12 @@ std::string yaml_quoted(const std::string& s) {
     if (ch == '"' || ch == '\\') {
       out += '\\';
       out += static_cast<char>(ch);
+    } else if (ch == '\n') {  // a program's text (task.program) is many lines
+      out += "\\n";
     } else if (ch < 0x20) {
+      // \u, which YAML and JSON both read (qkv.load parses the stored config as JSON scalars).
       char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
       out += buf;
     } else {
       out += static_cast<char>(ch);
