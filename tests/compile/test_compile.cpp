@@ -109,6 +109,34 @@ TEST_CASE("compile: a head's weights are the one-hot bilinear form of its predic
   CHECK(dim("histogram.bos_weight") < dim("histogram:0"));
 }
 
+TEST_CASE("compile: the histogram compiled by hand in docs/compile.md has the weights the page derives") {
+  const rasp::Program p =
+      rasp::parse_program("vocab a b\nmax_len 2\nhist = selector_width(select(tokens, tokens, EQ))\noutput hist\n");
+  const compile::CompiledModel c = compile::compile_program(p);
+  CHECK(c.info.residual == std::vector<std::string>{"one", "bos", "tokens:a", "tokens:b", "indices:0", "indices:1",
+                                                    "hist.bos_weight", "hist:0", "hist:1", "hist:2"});
+  CHECK(c.config.model.ff.hidden == 5);
+  CHECK(c.config.model.attn.head_dim == 3);
+  auto weight = [&](const std::string& name) -> const Array<float>& {
+    for (auto& [n, a] : c.checkpoint.model)
+      if (n == name) return a;
+    FAIL("no " << name);
+    throw;
+  };
+  const Array<float>& emb = weight("tok_emb.weight");
+  CHECK((emb(0, 0) == 1 && emb(0, 2) == 1 && emb(2, 0) == 1 && emb(2, 1) == 1));  // a, and BOS
+  const Array<float>& fc1 = weight("blocks.0.ff.fc1.weight");  // (5, 10): columns one 0, bos 1, x 6
+  const Array<float>& fc2 = weight("blocks.0.ff.fc2.weight");  // (10, 5): hist:0 7, hist:1 8, hist:2 9
+  CHECK((fc1(0, 0) == 1 && fc1(0, 1) == -37 && fc2(9, 0) == 1));  // start unit: w = 2 at x = 1/3
+  CHECK(fc1(1, 6) == 24);                                          // t = 5/12, L = 24
+  CHECK(fc1(1, 0) == doctest::Approx(-24.0 * 5 / 12 + 0.5));
+  CHECK(fc1(2, 0) == doctest::Approx(-24.0 * 5 / 12 - 0.5));
+  CHECK((fc2(8, 1) == 1 && fc2(9, 1) == -1 && fc2(8, 2) == -1 && fc2(9, 2) == 1));
+  CHECK(fc1(3, 6) == 8);  // t = 3/4, L = 8: w from 1 to 0
+  CHECK((fc2(7, 3) == 1 && fc2(8, 3) == -1));
+  CHECK(weight("head.weight")(2, 9) == 20);
+}
+
 TEST_CASE("compile: the stored labels come back from a saved checkpoint, and checkpoints of other models have none") {
   const compile::CompiledModel c = compile::compile_program(shipped("reverse"));
   const std::string path = test::temp_dir("compile_stored") + "/reverse.h5";

@@ -22,7 +22,7 @@ data::TaskOptions options() {
 
 }  // namespace
 
-TEST_CASE("program task: BOS, then 1..max_len tokens, then PAD; targets the program's classes after BOS") {
+TEST_CASE("program task: BOS, then 1..max_len tokens, then PAD, and targets the program's classes after BOS") {
   const auto task = data::make_task(options());
   CHECK(task->name() == "program");
   CHECK(task->input_length() == 5);
