@@ -587,6 +587,12 @@ double estimate_bytes(const Config& c) {
 // Shortest decimal text that reads back to the same double.
 std::string exact(double x) {
   char buf[64];
+  // Whole numbers as decimals ("100.0", not "1e+02", which YAML 1.1 readers such as PyYAML take
+  // for a string); the others in the fewest significant digits that read back exactly.
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.1f", x);
+    return buf;
+  }
   for (int p = 1; p <= 17; ++p) {
     std::snprintf(buf, sizeof buf, "%.*g", p, x);
     if (std::strtod(buf, nullptr) == x) break;
