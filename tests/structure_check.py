@@ -38,7 +38,8 @@ ALLOWED = {
     "ops": {"tensor", "kernels", "autograd"},
     "nn": {"tensor", "kernels", "autograd", "ops"},
     "optim": {"tensor", "kernels", "autograd", "ops", "nn"},
-    "data": {"tensor"},
+    "rasp": {"tensor"},
+    "data": {"tensor", "rasp"},
     "io": {"tensor"},
     "config": {"tensor", "nn", "optim", "data", "io"},
     "dist": {"tensor", "kernels", "autograd", "nn"},
@@ -47,6 +48,7 @@ ALLOWED = {
     "interp": {"tensor", "kernels", "autograd", "ops", "nn", "data", "io", "config", "model"},
     "runs": {"tensor", "kernels", "autograd", "ops", "nn", "optim", "data", "io", "config", "dist", "model", "train",
              "interp"},
+    "compile": {"tensor", "kernels", "autograd", "ops", "nn", "rasp", "data", "io", "config", "model"},
 }
 LAYERS = set(ALLOWED)
 

@@ -157,6 +157,16 @@ struct ServeArgs {
 /// The studio (docs/studio.md): a local web application over the served checkpoints, until Ctrl-C.
 int serve(const ServeArgs& args);
 
+struct CompileArgs {
+  std::string program, out;
+  double scale = 100;          ///< the attention's softmax scale (CompileOptions::attention_scale)
+  std::size_t check = 200000;  ///< inputs checked: the whole domain when it has at most this many
+  int threads = 0;
+};
+/// Compile a rasp program into a checkpoint and its circuit file (compile/compile.hpp), after
+/// checking the model against the program's reference interpreter (docs/compile.md).
+int compile(const CompileArgs& args);
+
 struct SweepArgs {
   std::string file;
   std::vector<std::string> overrides;

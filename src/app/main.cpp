@@ -308,6 +308,17 @@ int main(int argc, char** argv) {
     status = qkv::app::patch(pa);
   });
 
+  qkv::app::CompileArgs cp;
+  auto* compile = app.add_subcommand("compile", "Compile a rasp program into a model's weights (a checkpoint) and its "
+                                                "circuit file, checked against the program first (docs/compile.md)");
+  compile->add_option("program", cp.program, "Program (.rasp)")->required();
+  compile->add_option("--out", cp.out, "Checkpoint to write (.h5); the circuit goes beside it (.circuit.json)")->required();
+  compile->add_option("--scale", cp.scale, "Attention softmax scale lambda (default 100)")->check(real_number(1, 1e4));
+  compile->add_option("--check", cp.check, "Inputs checked: the whole domain when it has at most this many, else this "
+                                           "many random ones (default 200000)")->check(whole_number(1));
+  compile->add_option("--threads", cp.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
+  compile->callback([&] { status = qkv::app::compile(cp); });
+
   qkv::app::ServeArgs sv;
   auto* serve = app.add_subcommand("serve", "The studio: a local web page to type inputs and watch every head of your "
                                             "models, remove and patch heads, and follow a training run");

@@ -2,6 +2,7 @@
 
 #include "next_token.hpp"
 #include "qkv/data/grammar.hpp"
+#include "qkv/data/program_task.hpp"
 #include "row_task.hpp"
 
 #include <algorithm>
@@ -148,7 +149,8 @@ class Seq2SeqRecall final : public RecallBase {
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = {"copy",      "reverse", "sort",    "recall", "seq2seq_reverse",
                                                  "seq2seq_sort", "seq2seq_recall", "text", "induction", "mod_add",
-                                                 "mqar",      "grammar"};
+                                                 "mqar",      "grammar",
+                                                 "program"};
   return names;
 }
 
@@ -197,6 +199,9 @@ void TaskOptions::validate() const {
                   " grammar " + (grammar == "v1" ? "" : grammar + " ") + "has at most " + n(longest) +
                   " tokens: expected {length} >= " + n(longest) + ", found " + n(length));
   }
+  if (name == "program")
+    c.require(!program.empty() || !path.empty(), {"program", "path"},
+              "the program task needs a rasp program: its text in {program}, or a file in {path}");
   if (name == "induction") {
     c.require(length >= 2, {"length"}, "induction needs at least 2 tokens, found " + n(length));
     c.require(segment == 0 || (segment >= 2 && 2 * segment <= length + 1), {"segment", "length"},
@@ -223,6 +228,9 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   o.validate();
   if (auto t = make_next_token_task(o, tokenizer)) return t;
   if (o.name == "grammar") return std::make_unique<GrammarTask>(o, tokenizer);
+  if (o.name == "program")
+    return make_program_task(std::make_shared<const rasp::Program>(
+        o.program.empty() ? rasp::load_program(o.path) : rasp::parse_program(o.program, "task.program")));
   const std::string& n = o.name;
   const std::size_t queries = o.queries ? o.queries : o.pairs;
   if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, queries);

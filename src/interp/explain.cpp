@@ -142,8 +142,9 @@ std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
   std::snprintf(b, sizeof b, "\n\n1. the query  q = W_q x_%zu + b_q  (D = %zu), |q| = %.4f\n   q[0:%zu] = %s\n", e.query, D,
                 norm(e.q), std::min(dims, D), vec(e.q, dims).c_str());
   out << b;
-  std::snprintf(b, sizeof b, "\n2. scores  s_j = q . k_j, scaled by %.6f (= 1/sqrt(%zu)%s)%s\n", e.scale, D,
-                std::abs(e.scale - 1 / std::sqrt(double(D))) > 1e-12 ? ", set by the layer: not 1/sqrt(D)" : "",
+  const bool default_scale = std::abs(e.scale - 1 / std::sqrt(double(D))) <= 1e-12;
+  std::snprintf(b, sizeof b, "\n2. scores  s_j = q . k_j, scaled by %.6f (%s1/sqrt(%zu))%s\n", e.scale,
+                default_scale ? "= " : "set by the layer, not ", D,
                 e.kind == model::AttentionKind::Causal ? "; causal mask: keys after the query are masked" : "");
   out << b;
   std::snprintf(b, sizeof b, "\n3. weights  w_j = exp(a_j - max a) / sum_k exp(a_k - max a)\n\n  %4s  %-8s %10s %10s %10s\n",

@@ -4,6 +4,11 @@
 
 namespace qkv::nn {
 
+const NameTable<Norm>& norm_names() {
+  static const NameTable<Norm> table{{"layer", Norm::Layer}, {"none", Norm::None}};
+  return table;
+}
+
 MultiHeadAttentionOptions TransformerLayerOptions::attention() const {
   MultiHeadAttentionOptions a = attn;
   a.embed_dim = d_model;
@@ -26,7 +31,17 @@ void TransformerLayerOptions::validate() const {
 }
 
 namespace {
-LayerNormOptions norm_options(const TransformerLayerOptions& o) { return LayerNormOptions{o.d_model, o.layer_norm_eps}; }
+// A block's LayerNorm, or none (norm none): then `norm` below is the identity, and the pre-LN and
+// post-LN formulas both become x = x + f(x).
+template <class T>
+std::shared_ptr<LayerNorm<T>> make_norm(const TransformerLayerOptions& o) {
+  if (o.norm == Norm::None) return nullptr;
+  return std::make_shared<LayerNorm<T>>(LayerNormOptions{o.d_model, o.layer_norm_eps});
+}
+template <class T>
+Variable<T> norm(const std::shared_ptr<LayerNorm<T>>& n, const Variable<T>& x) {
+  return n ? n->forward(x) : x;
+}
 }  // namespace
 
 template <class T>
@@ -35,8 +50,8 @@ TransformerEncoderLayer<T>::TransformerEncoderLayer(const TransformerLayerOption
   options.validate();
   attn = this->register_module("attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
   if (!options.attn_only) ff = this->register_module("ff", std::make_shared<FeedForward<T>>(options.feed_forward(), gen));
-  norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
-  if (!options.attn_only) norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  if (auto n = make_norm<T>(options)) norm1 = this->register_module("norm1", n);
+  if (auto n = make_norm<T>(options); n && !options.attn_only) norm2 = this->register_module("norm2", n);
   drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
 }
 
@@ -50,11 +65,11 @@ Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const KeyP
   // Residual adds: x + drop1(attention), y + ff(...), each dropout fused into its add.
   auto sa = [&](const Variable<T>& h) { return attn->forward(h, h, h, args).output; };
   if (options_.norm_first) {
-    Variable<T> y = drop1->forward_add(x, sa(norm1->forward(x)));
-    return this->hooked(ff ? ff->forward_add(y, norm2->forward(y)) : y);
+    Variable<T> y = drop1->forward_add(x, sa(norm(norm1, x)));
+    return this->hooked(ff ? ff->forward_add(y, norm(norm2, y)) : y);
   }
-  Variable<T> y = norm1->forward(drop1->forward_add(x, sa(x)));
-  return this->hooked(ff ? norm2->forward(ff->forward_add(y, y)) : y);
+  Variable<T> y = norm(norm1, drop1->forward_add(x, sa(x)));
+  return this->hooked(ff ? norm(norm2, ff->forward_add(y, y)) : y);
 }
 
 template <class T>
@@ -64,9 +79,9 @@ TransformerDecoderLayer<T>::TransformerDecoderLayer(const TransformerLayerOption
   self_attn = this->register_module("self_attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
   cross_attn = this->register_module("cross_attn", std::make_shared<MultiHeadAttention<T>>(options.attention(), gen));
   ff = this->register_module("ff", std::make_shared<FeedForward<T>>(options.feed_forward(), gen));
-  norm1 = this->register_module("norm1", std::make_shared<LayerNorm<T>>(norm_options(options)));
-  norm2 = this->register_module("norm2", std::make_shared<LayerNorm<T>>(norm_options(options)));
-  norm3 = this->register_module("norm3", std::make_shared<LayerNorm<T>>(norm_options(options)));
+  if (auto n = make_norm<T>(options)) norm1 = this->register_module("norm1", n);
+  if (auto n = make_norm<T>(options)) norm2 = this->register_module("norm2", n);
+  if (auto n = make_norm<T>(options)) norm3 = this->register_module("norm3", n);
   drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
   drop2 = this->register_module("drop2", std::make_shared<Dropout<T>>(options.dropout));
 }
@@ -83,13 +98,13 @@ Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Vari
   auto sa = [&](const Variable<T>& h) { return self_attn->forward(h, h, h, self_args).output; };
   auto ca = [&](const Variable<T>& h) { return cross_attn->forward(h, memory, memory, cross_args).output; };
   if (options_.norm_first) {
-    Variable<T> y = drop1->forward_add(x, sa(norm1->forward(x)));
-    y = drop2->forward_add(y, ca(norm2->forward(y)));
-    return this->hooked(ff->forward_add(y, norm3->forward(y)));
+    Variable<T> y = drop1->forward_add(x, sa(norm(norm1, x)));
+    y = drop2->forward_add(y, ca(norm(norm2, y)));
+    return this->hooked(ff->forward_add(y, norm(norm3, y)));
   }
-  Variable<T> y = norm1->forward(drop1->forward_add(x, sa(x)));
-  y = norm2->forward(drop2->forward_add(y, ca(y)));
-  return this->hooked(norm3->forward(ff->forward_add(y, y)));
+  Variable<T> y = norm(norm1, drop1->forward_add(x, sa(x)));
+  y = norm(norm2, drop2->forward_add(y, ca(y)));
+  return this->hooked(norm(norm3, ff->forward_add(y, y)));
 }
 
 template <class T>
@@ -102,13 +117,13 @@ Variable<T> TransformerDecoderLayer<T>::forward(const Variable<T>& x, const Vari
   auto sa = [&](const Variable<T>& h) { return self_attn->forward(h, h, h, self_args).output; };
   auto ca = [&](const Variable<T>& h) { return cross_attn->forward(h, memory, memory, cross_args).output; };
   if (options_.norm_first) {
-    Variable<T> y = add(x, sa(norm1->forward(x)));
-    y = add(y, ca(norm2->forward(y)));
-    return add(y, ff->forward(norm3->forward(y)));
+    Variable<T> y = add(x, sa(norm(norm1, x)));
+    y = add(y, ca(norm(norm2, y)));
+    return add(y, ff->forward(norm(norm3, y)));
   }
-  Variable<T> y = norm1->forward(add(x, sa(x)));
-  y = norm2->forward(add(y, ca(y)));
-  return norm3->forward(add(y, ff->forward(y)));
+  Variable<T> y = norm(norm1, add(x, sa(x)));
+  y = norm(norm2, add(y, ca(y)));
+  return norm(norm3, add(y, ff->forward(y)));
 }
 
 template class TransformerEncoderLayer<float>;
