@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "loaded.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/compile/compile.hpp"
 #include "qkv/data/program_task.hpp"
 #include "qkv/tensor/parallel.hpp"

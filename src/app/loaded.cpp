@@ -59,9 +59,6 @@ model::InputRequest input_request(const InputChoice& in, const Loaded* l) {
   } else if (in.ids) {
     as_field("ids", [&] { r.ids = model::parse_ids(in.text, l ? l->task->input_vocab() : std::size_t(-1), "ids"); });
   } else {
-    if (l && !l->task->tokenizer())
-      throw ValueError("--text: the model was trained on task " + l->task->name() +
-                       ", which has token ids, not characters: give token ids with --ids (e.g. --text '3 1 2' --ids)");
     r.text = in.text;
   }
   return r;
