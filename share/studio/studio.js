@@ -495,7 +495,8 @@ function renderInfo() {
   const info = S.info;
   if (!info) return;
   const heads = info.layers.length ? info.layers[0].heads : 0;
-  $('model-info').textContent = t('info', { task: info.task, arch: info.arch, l: info.layers.length, h: heads, c: info.context });
+  $('model-info').textContent = $('model-info').title =
+    t('info', { task: info.task, arch: info.arch, l: info.layers.length, h: heads, c: info.context });
 }
 
 // ---------------------------------------------------------------- the run's newest checkpoint
