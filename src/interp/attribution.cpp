@@ -1,5 +1,6 @@
 #include "qkv/interp/attribution.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "qkv/autograd/tape.hpp"
@@ -166,9 +167,11 @@ AttributionResult attribute(model::LoadedModel& l, const AttributeRequest& r) {
           field_error("metric", "not finite in the clean or the corrupted run (" + number_text(out.clean_metric) + ", " +
                                     number_text(out.corrupt_metric) + ")");
         span = r.noise ? out.corrupt_metric - out.clean_metric : out.clean_metric - out.corrupt_metric;
-        if (span == 0)
+        // The runs are computed on different paths (the base run with split inputs), so equal
+        // metrics can differ in the last bits: a span within float32's rounding is no span.
+        if (std::abs(span) <= 1e-5 * std::max({1.0, std::abs(out.clean_metric), std::abs(out.corrupt_metric)}))
           field_error("metric", "the clean and the corrupted runs give the same metric (" + number_text(out.clean_metric) +
-                                    "): there is nothing to attribute");
+                                    ", " + number_text(out.corrupt_metric) + "): there is nothing to attribute");
       }
       return sum(mul(logits, Variable<float>(metric.gradient(logits.value()))));
     }, all);

@@ -16,7 +16,7 @@
 /// contributions of every write plus the norm's bias term beta . (W_U[answer] - W_U[wrong]) plus
 /// the output biases' difference add up to logits[p, answer] - logits[p, wrong] exactly (a test
 /// checks it). Without a final norm (norm none) n(c) = c; a post-LN model has no linear path from a
-/// write to the logits: DLA is refused for it (field error "model").
+/// write to the logits: its result has no DLA (`dla` false).
 
 #include <optional>
 #include <string>
