@@ -61,6 +61,10 @@ struct LensResult {
 /// Field errors: "input.*", "position", "answer", "wrong", "top_k", "model" (an encoder-decoder).
 LensResult logit_lens(model::LoadedModel& model, const LensRequest& request);
 
+/// The command's text: per stage, the lens's most likely token at every position (p marked) with
+/// its probability, the logit difference at p; then the DLA's largest contributions.
+std::string format_lens(const LensResult& result, const data::Task& task, std::size_t contributions = 12);
+
 /// {"tokens", "stages", "top": [[[{"id", "token", "p"}] per position] per stage], "position",
 /// "answer", "wrong", "answer_token", "wrong_token", "stage_diff", "stage_p_answer", "dla",
 /// "contributions": [{"name", "value"}], "heads": [[...] per layer], "logit_diff"}.
