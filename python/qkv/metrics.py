@@ -18,7 +18,10 @@ class Metric:
         self.fn, self.grad, self.name = fn, grad, name
 
     def __call__(self, logits):
-        return float(self.fn(logits))
+        v = self.fn(logits)
+        if np.ndim(v) != 0:
+            raise ValueError(f"metric: expected one number, found an array of shape {np.shape(v)}")
+        return float(v)
 
     def value_and_grad(self, logits):
         """(fn(logits), d fn / d logits) as float and float32 array."""

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 
@@ -68,7 +69,16 @@ nn::ForwardHook<float> python_hook(std::string name, py::handle fn, int* fired) 
     if (found != expected)
       throw py::value_error("hook '" + name + "' returned an array of shape " + shape_text(found) + ", expected " +
                             shape_text(expected) + " (the shape of the activation at " + name + ")");
-    return Variable<float>(float_array(out));
+    Array<float> value = float_array(out);
+    // NaN never flows on silently; an infinity only where it means something (-inf masks a score).
+    const bool scores = name.size() >= 16 && name.compare(name.size() - 16, 16, "hook_attn_scores") == 0;
+    std::size_t bad = 0;
+    for (float x : value) bad += std::isnan(x) || (!scores && std::isinf(x));
+    if (bad)
+      throw py::value_error("hook '" + name + "' returned " + std::to_string(bad) + " of " + std::to_string(value.size()) +
+                            " values that are NaN" + (scores ? "" : " or infinite") + ": expected finite numbers" +
+                            (scores ? " (or -inf to mask a score)" : ""));
+    return Variable<float>(std::move(value));
   };
 }
 

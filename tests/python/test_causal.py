@@ -65,6 +65,25 @@ def test_a_python_metric_gets_the_same_gradients_and_loss_is_the_models_loss(gra
         m.run_with_cache(row, names_filter="blocks.1.attn.hook_z", incl_bwd=True, metric=lambda z: float("nan"))
     with pytest.raises(ValueError, match="need incl_bwd=True"):
         m.run_with_cache(row, metric=loss)
+    with pytest.raises(ValueError, match=r"metric: expected one number, found an array of shape \(1, "):
+        m.run_with_cache(row, names_filter="blocks.1.attn.hook_z", incl_bwd=True, metric=lambda z: z[:, 0])
+
+
+def test_a_hook_that_makes_nan_is_refused_naming_it(grammar):
+    def nan(a, hook):
+        a = a.copy()
+        a[0, 0, 0, 0] = np.nan
+        return a
+    with pytest.raises(ValueError, match=r"hook 'blocks.0.attn.hook_z' returned 1 of \d+ values that are NaN or infinite"):
+        grammar.run_with_hooks(CLEAN, fwd_hooks=[("blocks.0.attn.hook_z", nan)])
+
+    def mask(s, hook):  # -inf on a score masks the key: allowed there
+        s = s.copy()
+        s[..., 0] = -np.inf
+        return s
+    _, c = grammar.run_with_cache(CLEAN, names_filter="blocks.0.attn.hook_pattern",
+                                  fwd_hooks=[("blocks.0.attn.hook_attn_scores", mask)])
+    assert not c["blocks.0.attn.hook_pattern"][..., 0].any()
 
 
 def test_caches_are_read_only_and_the_logits_share_nothing(grammar):
