@@ -105,11 +105,7 @@ int path(const PathArgs& a) {
 }
 
 int lens(const LensArgs& a) {
-  return guarded([&] {
-    if (a.threads > 0) set_num_threads(a.threads);
-    Loaded l = load_for(a.checkpoint, a.input);
-    interp::LensRequest r;
-    r.input = input_request(a.input, &l);
+  return with_request<interp::LensRequest>(a.checkpoint, a.input, a.threads, [&](Loaded& l, interp::LensRequest& r) {
     if (a.has_position) r.position = a.position;
     if (!a.answer.empty()) r.answer = a.answer;
     if (!a.wrong.empty()) r.wrong = a.wrong;

@@ -200,11 +200,7 @@ int ablate(const AblateArgs& a) {
 }
 
 int explain(const ExplainArgs& a) {
-  return guarded([&] {
-    if (a.threads > 0) set_num_threads(a.threads);
-    Loaded l = load_for(a.checkpoint, a.input);
-    interp::ExplainRequest r;
-    r.input = input_request(a.input, &l);
+  return with_request<interp::ExplainRequest>(a.checkpoint, a.input, a.threads, [&](Loaded& l, interp::ExplainRequest& r) {
     if (a.has_layer) r.layer = a.layer;
     if (a.has_head) r.head = a.head;
     r.query = a.query;

@@ -4,6 +4,7 @@
 
 #include "probe.hpp"
 #include "qkv/io/files.hpp"
+#include "qkv/tensor/parallel.hpp"
 
 namespace qkv::app {
 
@@ -77,6 +78,15 @@ model::InputRequest input_request(const InputChoice& in, const Loaded* l) {
 }
 
 Loaded load_for(const std::string& path, const InputChoice& in) { return load(path, {}, !in.has_text); }
+
+int with_input(const std::string& path, const InputChoice& in, int threads,
+               const std::function<int(Loaded&, model::InputRequest&&)>& body) {
+  return guarded([&] {
+    if (threads > 0) set_num_threads(threads);
+    Loaded l = load_for(path, in);
+    return body(l, input_request(in, &l));
+  });
+}
 
 std::string percent(double x) {
   if (!(x >= 0)) return "-";

@@ -12,6 +12,8 @@
 #include "qkv/config/config.hpp"
 #include "qkv/io/io_error.hpp"
 #include "qkv/model/input.hpp"
+#include <functional>
+
 #include "qkv/model/load.hpp"
 
 namespace qkv::app {
@@ -47,6 +49,19 @@ Loaded load_with_data(const std::string& path, std::string& data_note);
 /// corpus for text).
 model::InputRequest input_request(const InputChoice& in, const Loaded* l = nullptr);
 Loaded load_for(const std::string& path, const InputChoice& in);
+/// A one-input command: `threads` set (0: all), the checkpoint loaded for `in`, body(loaded,
+/// request) run under guarded().
+int with_input(const std::string& path, const InputChoice& in, int threads,
+               const std::function<int(Loaded&, model::InputRequest&&)>& body);
+/// with_input for a request struct with an `input` field: body(loaded, request) with it set.
+template <class Request, class F>
+int with_request(const std::string& path, const InputChoice& in, int threads, F&& body) {
+  return with_input(path, in, threads, [&](Loaded& l, model::InputRequest&& input) {
+    Request r;
+    r.input = std::move(input);
+    return body(l, r);
+  });
+}
 
 /// "12.34%", or "-" for a metric not measured yet (negative or NaN).
 std::string percent(double x);

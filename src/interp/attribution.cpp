@@ -261,25 +261,8 @@ std::string format_attribution(const AttributionResult& r, const data::Task& tas
   if (r.method == AttributionMethod::EapIg) out << ", " << r.steps << " steps";
   out << (r.noise ? ", noising: the share of the difference a head's corrupted output would remove\n"
                   : ", denoising: the estimated share of the difference a head's clean output restores\n");
+  out << format_head_table(r.layers, r.heads);
   char b[256];
-  std::size_t H = 0;
-  for (auto& row : r.heads) H = std::max(H, row.size());
-  std::snprintf(b, sizeof b, "%-18s", "layer");
-  out << b;
-  for (std::size_t h = 0; h < H; ++h) {
-    std::snprintf(b, sizeof b, " %8s", ("head " + std::to_string(h)).c_str());
-    out << b;
-  }
-  out << "\n";
-  for (std::size_t l = 0; l < r.heads.size(); ++l) {
-    std::snprintf(b, sizeof b, "%-18s", (std::to_string(l) + " " + r.layers[l]).c_str());
-    out << b;
-    for (double x : r.heads[l]) {
-      std::snprintf(b, sizeof b, " %8.3f", x);
-      out << b;
-    }
-    out << "\n";
-  }
   if (!r.edges.empty()) {
     std::vector<const EdgeScore*> order;
     for (auto& e : r.edges) order.push_back(&e);
@@ -305,27 +288,8 @@ std::string to_json(const AttributionResult& r, const data::Task& task) {
       .member("wrong", std::int64_t(r.wrong)).member("answer_token", model::class_label(task, r.answer))
       .member("wrong_token", model::class_label(task, r.wrong)).member("metric", r.custom_metric ? "custom" : "logit_diff")
       .member("clean", r.clean_metric).member("corrupt", r.corrupt_metric);
-  w.key("layers").open('[');
-  for (auto& x : r.layers) w.value(x);
-  w.close(']').key("tokens").open('[');
-  for (auto& x : r.tokens) w.value(x);
-  w.close(']').key("heads").open('[');
-  for (auto& layer : r.heads) {
-    w.open('[');
-    for (double x : layer) w.value(x);
-    w.close(']');
-  }
-  w.close(']').key("head_positions").open('[');
-  for (auto& layer : r.head_positions) {
-    w.open('[');
-    for (auto& head : layer) {
-      w.open('[');
-      for (double x : head) w.value(x);
-      w.close(']');
-    }
-    w.close(']');
-  }
-  w.close(']').key("edges").open('[');
+  w.key("layers").array(r.layers).key("tokens").array(r.tokens).key("heads").array(r.heads);
+  w.key("head_positions").array(r.head_positions).key("edges").open('[');
   for (auto& e : r.edges) w.open('{').member("from", e.from).member("to", e.to).member("score", e.score).close('}');
   w.close(']').member("forward_passes", r.forward_passes).member("backward_passes", r.backward_passes).close('}');
   return w.take();

@@ -179,11 +179,7 @@ std::string format_lens(const LensResult& r, const data::Task& task, std::size_t
 
 std::string to_json(const LensResult& r, const data::Task& task) {
   json::Writer w;
-  w.open('{').key("tokens").open('[');
-  for (auto& t : r.tokens) w.value(t);
-  w.close(']').key("stages").open('[');
-  for (auto& s : r.stages) w.value(s);
-  w.close(']').key("top").open('[');
+  w.open('{').key("tokens").array(r.tokens).key("stages").array(r.stages).key("top").open('[');
   for (auto& stage : r.top) {
     w.open('[');
     for (auto& at : stage) {
@@ -195,19 +191,10 @@ std::string to_json(const LensResult& r, const data::Task& task) {
   }
   w.close(']').member("position", r.position).member("answer", std::int64_t(r.answer)).member("wrong", std::int64_t(r.wrong))
       .member("answer_token", model::class_label(task, r.answer)).member("wrong_token", model::class_label(task, r.wrong));
-  w.key("stage_diff").open('[');
-  for (double x : r.stage_diff) w.value(x);
-  w.close(']').key("stage_p_answer").open('[');
-  for (double x : r.stage_p_answer) w.value(x);
-  w.close(']').member("dla", r.dla).key("contributions").open('[');
+  w.key("stage_diff").array(r.stage_diff).key("stage_p_answer").array(r.stage_p_answer);
+  w.member("dla", r.dla).key("contributions").open('[');
   for (auto& [name, v] : r.contributions) w.open('{').member("name", name).member("value", v).close('}');
-  w.close(']').key("heads").open('[');
-  for (auto& layer : r.heads) {
-    w.open('[');
-    for (double x : layer) w.value(x);
-    w.close(']');
-  }
-  w.close(']').member("logit_diff", r.logit_diff).close('}');
+  w.close(']').key("heads").array(r.heads).member("logit_diff", r.logit_diff).close('}');
   return w.take();
 }
 

@@ -191,6 +191,33 @@ std::string format_metric(const data::Task& task, std::size_t position, Index an
   return out + b;
 }
 
+std::string format_head_table(const std::vector<std::string>& layers, const std::vector<std::vector<double>>& values) {
+  std::string out;
+  char b[256];
+  std::size_t H = 0;
+  for (auto& row : values) H = std::max(H, row.size());
+  std::snprintf(b, sizeof b, "%-18s", "layer");
+  out += b;
+  for (std::size_t h = 0; h < H; ++h) {
+    std::snprintf(b, sizeof b, " %8s", ("head " + std::to_string(h)).c_str());
+    out += b;
+  }
+  out += "\n";
+  for (std::size_t l = 0; l < values.size(); ++l) {
+    std::snprintf(b, sizeof b, "%-18s", (std::to_string(l) + " " + layers[l]).c_str());
+    out += b;
+    for (double x : values[l]) {
+      if (std::isnan(x))
+        std::snprintf(b, sizeof b, " %8s", "-");
+      else
+        std::snprintf(b, sizeof b, " %8.3f", x);
+      out += b;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
 std::string format_patching(const PatchingResult& r, const data::Task& task) {
   std::ostringstream out;
   char b[256];
@@ -208,27 +235,12 @@ std::string format_patching(const PatchingResult& r, const data::Task& task) {
              (r.point == "hook_z" ? std::string("output (hook_z") : std::string("slice of ") + r.point) +
              ", every position) from the clean\nrun into the corrupted run: (patched - corrupted) / (clean - corrupted); "
              "1 = all of it, 0 = none\n";
-  std::size_t H = 0;
-  for (auto& row : r.heads) H = std::max(H, row.size());
-  std::snprintf(b, sizeof b, "%-18s", "layer");
-  out << b;
-  for (std::size_t h = 0; h < H; ++h) {
-    std::snprintf(b, sizeof b, " %8s", ("head " + std::to_string(h)).c_str());
-    out << b;
+  std::vector<std::vector<double>> shares;
+  for (auto& row : r.heads) {
+    shares.emplace_back();
+    for (const HeadPatch& p : row) shares.back().push_back(p.restored);
   }
-  out << "\n";
-  for (std::size_t l = 0; l < r.heads.size(); ++l) {
-    std::snprintf(b, sizeof b, "%-18s", (std::to_string(l) + " " + r.layers[l]).c_str());
-    out << b;
-    for (const HeadPatch& p : r.heads[l]) {
-      if (std::isnan(p.restored))
-        std::snprintf(b, sizeof b, " %8s", "-");
-      else
-        std::snprintf(b, sizeof b, " %8.3f", p.restored);
-      out << b;
-    }
-    out << "\n";
-  }
+  out << format_head_table(r.layers, shares);
   return out.str();
 }
 

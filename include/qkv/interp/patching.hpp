@@ -67,6 +67,10 @@ PatchInputs patch_inputs(const model::LoadedModel& model, const model::InputRequ
 std::string format_metric(const data::Task& task, std::size_t position, Index answer, Index wrong, bool custom,
                           double clean, double corrupt);
 
+/// A table of one number per head: a header "layer  head 0  head 1 ...", then per layer its
+/// index and name and each head's value ("-" for NaN).
+std::string format_head_table(const std::vector<std::string>& layers, const std::vector<std::vector<double>>& values);
+
 /// One head patched from the clean run into the corrupted one.
 struct HeadPatch {
   double logit_diff = 0;  ///< m_patched(l, h)

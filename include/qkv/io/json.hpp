@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,9 @@ std::string number(double x);
 /// Builds one JSON text: objects and arrays opened and closed in order, commas placed.
 ///   Writer w; w.open('{'); w.key("a"); w.value(1); w.close('}');
 class Writer {
+  template <class T> struct is_vector : std::false_type {};
+  template <class T> struct is_vector<std::vector<T>> : std::true_type {};
+
  public:
   Writer& open(char bracket);               ///< '{' or '['
   Writer& close(char bracket);              ///< '}' or ']'
@@ -90,6 +94,18 @@ class Writer {
   Writer& value(std::string_view s);
   Writer& value(const char* s) { return value(std::string_view(s)); }
   Writer& null();
+  /// A vector as an array, a vector of vectors as an array of arrays, and so on.
+  template <class T>
+  Writer& array(const std::vector<T>& xs) {
+    open('[');
+    for (const T& x : xs) {
+      if constexpr (is_vector<T>::value)
+        array(x);
+      else
+        value(x);
+    }
+    return close(']');
+  }
   /// Already valid JSON text, as one value.
   Writer& raw(std::string_view json);
   template <class T>
