@@ -92,7 +92,7 @@ def pearson(a, b):
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def bench_model(qkv, name, path, kind, n, steps, rng):
+def bench_model(qkv, name, path, kind, n, steps, rng, min_move=0.5):
     m = qkv.load(path)
     # EAP's node scores are attribution patching's (its edges differ): one row for both.
     methods = ["attribution"] + [f"eap-ig {k}" for k in steps]
@@ -106,7 +106,7 @@ def bench_model(qkv, name, path, kind, n, steps, rng):
         zc, zx = m(clean)[0, p], m(corrupt)[0, p]
         answer = int(np.argmax(zc))
         wrong = int(np.argmax(zx)) if int(np.argmax(zx)) != answer else int(np.argsort(zc)[-2])
-        if abs((zc[answer] - zc[wrong]) - (zx[answer] - zx[wrong])) < 0.5:
+        if abs((zc[answer] - zc[wrong]) - (zx[answer] - zx[wrong])) < max(min_move, 1e-3):
             continue
         if used == n:
             break
@@ -123,6 +123,8 @@ def bench_model(qkv, name, path, kind, n, steps, rng):
             cost[method].append(thread_seconds() - t0)
             rows[method].append(r["heads"].ravel())
             passes[method] = (r["forward_passes"], r["backward_passes"])
+    if used == 0:
+        raise SystemExit(f"{name}: no pair of its test split moves the logit difference by {min_move} or more")
     ref = np.array(rows["patch"])
     out = []
     for method in methods:

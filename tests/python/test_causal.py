@@ -243,3 +243,19 @@ def test_path_patching_is_the_numpy_reimplementation_from_the_weights(grammar):
         ours = (metric(z) - m_corrupt) / (m_clean - m_corrupt)
         assert share == pytest.approx(ours, abs=2e-4), name
     assert max(abs(v) for v in r["restored"].values()) > 1e-3
+
+
+def test_the_attribution_benchmark_runs_on_a_small_model(grammar):
+    """tools/bench_attribution.py's measurement, on the tiny grammar model with 3 pairs (a smoke
+    test of the script: its numbers are the benchmark's, not asserted here beyond their form)."""
+    import sys
+    from conftest import SOURCE
+    sys.path.insert(0, str(SOURCE / "tools"))
+    import bench_attribution
+    rows = bench_attribution.bench_model(qkv, "grammar", grammar.path, "grammar", 3, [2], np.random.default_rng(0),
+                                         min_move=0.0)
+    assert [r["method"] for r in rows] == ["attribution", "eap-ig 2"]
+    for r in rows:
+        assert 1 <= r["pairs"] <= 3 and r["heads"] == 8
+        assert -1 <= r["r"] <= 1 and r["ms"] > 0
+    assert rows[0]["passes"] == (2, 1) and rows[1]["passes"] == (3, 2) and rows[0]["patch_passes"] == (10, 0)
