@@ -12,6 +12,7 @@
 #include "run.hpp"
 #include "runtime.hpp"
 #include "qkv/dist/comm.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/version.hpp"
 
@@ -32,6 +33,10 @@ int train(const TrainArgs& a) {
   return guarded([&] {
     if (a.has_out && a.out.empty()) throw ValueError("--out: empty; give the run directory");
     config::Config cfg = config::load_config(a.config, a.overrides, physical_memory_bytes());
+    if (a.strict && !train::choose_precision(cfg).note.empty())
+      throw config::ConfigError(cfg.source, 0, "train.precision",
+                                "bf16 refused by --strict: " + kernels::bf16_support().reason +
+                                    " (set train.precision: fp32, or drop --strict to train in float32)");
     if (!a.resume.empty()) {
       io::check_input_file(a.resume, "--resume");
       probe_checkpoint(a.resume);
@@ -52,6 +57,8 @@ int train(const TrainArgs& a) {
                        std::to_string(s.model().module().num_parameters()) + " parameters | " +
                        std::to_string(num_threads()) + " thread(s) | " + comm.description());
       progress.message("BLAS: " + blas_description());
+      if (s.precision().precision == kernels::Precision::BFloat16) progress.message("precision: bf16, " + kernels::bf16_info());
+      if (!s.precision().note.empty()) progress.message("qkv: " + s.precision().note);
       if (s.state().step > 0) progress.message("resumed from " + a.resume + " at step " + std::to_string(s.state().step));
     };
     cb.on_step = [&](train::Session& s, const train::StepResult& r, double tokens_per_s, bool log) {

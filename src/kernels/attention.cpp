@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/softmax.hpp"
 #include "qkv/tensor/allocator.hpp"
@@ -49,14 +50,35 @@ inline bool needs_transpose(std::size_t Tq) { return std::min(kBq, Tq) >= 4; }
 template <class T>
 std::size_t transposed_ld(std::size_t Tk) { return Tk + 64 / sizeof(T); }
 
+// C (nq x nk, row stride kBk) = alpha A B^T: gemm_abt on float operands; on bfloat16 ones (low)
+// oneDNN reads B^T in place, with no transpose.
+template <class T>
+void product_abt(T* C, Operand<T> A, Operand<T> B, const T* Bt, std::size_t ldt, std::size_t nq, std::size_t nk,
+                 std::size_t D, T alpha) {
+  if (A.low) return gemm_serial<T>(false, true, nq, nk, D, alpha, A, D, B, D, T(0), C, kBk);
+  gemm_abt(C, A.values, B.values, Bt, ldt, nq, nk, D, alpha);
+}
+
+// The nq x nk block P (row stride kBk) as the operand of a product: itself, or rounded to
+// bfloat16 into Pb (same stride) when the products are low.
+template <class T>
+Operand<T> block_operand(const T* P, bf16* Pb, std::size_t nq, std::size_t nk) {
+  if constexpr (std::is_same_v<T, float>)
+    if (Pb) {
+      for (std::size_t r = 0; r < nq; ++r) to_bf16(Pb + r * kBk, P + r * kBk, nk);
+      return {nullptr, Pb};
+    }
+  return {P};
+}
+
 // The block of scores for query rows q0..q0+nq and keys k0..k0+nk of head (b, h):
 // S = scale * Q K^T + bias, -inf where not allowed. S has row stride kBk; Q and K point at the
 // block's first row, Kt at the block's first column of the head's K^T (row stride ldt).
 template <class T>
-void score_block(T* S, const T* Q, const T* K, const T* Kt, std::size_t ldt, const AttentionMasks<T>& m,
+void score_block(T* S, Operand<T> Q, Operand<T> K, const T* Kt, std::size_t ldt, const AttentionMasks<T>& m,
                  T scale, std::size_t b, std::size_t h, std::size_t q0, std::size_t nq, std::size_t k0,
                  std::size_t nk, std::size_t D) {
-  gemm_abt(S, Q, K, Kt, ldt, nq, nk, D, scale);
+  product_abt(S, Q, K, Kt, ldt, nq, nk, D, scale);
   if (!m.allowed && !m.bias && !m.causal) return;
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   if (!m.allowed && !m.bias) {  // causal only: each row's keys after i + offset, one run
@@ -106,7 +128,7 @@ template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv, std::size_t kv_capacity) {
+                       std::size_t Dv, std::size_t kv_capacity, Precision precision) {
   // q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv) -> out (B,H,Tq,Dv), lse (B,H,Tq),
   // weights (B,H,Tq,Tk) when not null. One task per (b, h, block of kBq queries): each writes
   // its own rows of out, lse and weights.
@@ -119,13 +141,18 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   // would cost more than the whole call).
   const bool parallel = B * H * n_qblocks > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
   const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
-  // K^T of every head (B, H, D, Tk), shared by the tasks of its query blocks.
-  const bool transpose = needs_transpose(Tq);
+  // bf16 products: q, k and v rounded once; each block of weights before its product with V.
+  const bool low = std::is_same_v<T, float> && precision == Precision::BFloat16;
+  const Bf16Buffer q_low = lowered(q, B * H * Tq * D, low), k_low = lowered(k, B * H * cap * D, low),
+                   v_low = lowered(v, B * H * cap * Dv, low);
+  // K^T of every head (B, H, D, Tk), shared by the tasks of its query blocks (float products).
+  const bool transpose = !low && needs_transpose(Tq);
   const std::size_t ldt = transposed_ld<T>(Tk);
   const PooledBuffer<T> kt_buf(transpose ? B * H * D * ldt : 0);
 #pragma omp parallel if (parallel)
   {
     PooledBuffer<T> S_buf(kBq * kBk), m_buf(kBq), l_buf(kBq), m_new_buf(kBq), alpha_buf(kBq);  // per thread
+    const Bf16Buffer P_low(low ? kBq * kBk : 0);
     T* S = S_buf.data();
     T* m = m_buf.data();
     T* l = l_buf.data();
@@ -142,10 +169,10 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
         for (long qb = 0; qb < long(n_qblocks); ++qb) {
           const std::size_t bh = std::size_t(b) * H + std::size_t(h);
           const std::size_t q0 = std::size_t(qb) * kBq, nq = std::min(kBq, Tq - q0);
-          const T* Q = q + (bh * Tq + q0) * D;
-          const T* K = k + bh * cap * D;
+          const Operand<T> Q = Operand<T>{q, q_low.data()} + (bh * Tq + q0) * D;
+          const Operand<T> K = Operand<T>{k, k_low.data()} + bh * cap * D;
           const T* Kt = transpose ? kt_buf.data() + bh * D * ldt : nullptr;
-          const T* V = v + bh * cap * Dv;
+          const Operand<T> V = Operand<T>{v, v_low.data()} + bh * cap * Dv;
           T* O = out + (bh * Tq + q0) * Dv;
           T* L = lse + bh * Tq + q0;
           std::fill(O, O + nq * Dv, T(0));
@@ -177,7 +204,8 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
                 for (T* o = O + r * Dv; o != O + (r + 1) * Dv; ++o) *o *= alpha[r];
               if (drop) dm.draws.apply(s, s, nk, dm.row_counter(b, h, q0 + r) + k0, keep_scale);
             }
-            gemm_serial<T>(false, false, nq, Dv, nk, T(1), S, kBk, V + k0 * Dv, Dv, T(1), O, Dv);
+            gemm_serial<T>(false, false, nq, Dv, nk, T(1), block_operand(S, P_low.data(), nq, nk), kBk, V + k0 * Dv,
+                           Dv, T(1), O, Dv);
           }
           for (std::size_t r = 0; r < nq; ++r) {
             if (l[r] > T(0)) {
@@ -215,7 +243,7 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const AttentionMasks<T>& masks,
                         const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
-                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv) {
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv, Precision precision) {
   // dout, out (B,H,Tq,Dv), lse (B,H,Tq), q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv)
   //   -> dq (B,H,Tq,D), dk (B,H,Tk,D), dv (B,H,Tk,Dv).
   // dK and dV sum over every query of a head, so one task is a whole (b, h): each thread owns
@@ -233,11 +261,16 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   const std::size_t n_qblocks = (Tq + kBq - 1) / kBq;
   const bool need_ds = dq || dk;
   const bool parallel = B * H > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
+  // bf16 products: q, k, v and dout rounded once; each block of weights (dS) before its products.
+  const bool low = std::is_same_v<T, float> && precision == Precision::BFloat16;
+  const Bf16Buffer q_low = lowered(q, B * H * Tq * D, low), k_low = lowered(k, B * H * Tk * D, low),
+                   v_low = lowered(v, B * H * Tk * Dv, low), do_low = lowered(dout, B * H * Tq * Dv, low);
 #pragma omp parallel if (parallel)
   {
     PooledBuffer<T> P_buf(kBq * kBk), G_buf(kBq * kBk), H_buf(drop ? kBq * kBk : 0), delta_buf(kBq);  // per thread
-    // The head's K^T and V^T (D x Tk, Dv x Tk), transposed once per task (see gemm_abt).
-    const bool transpose = needs_transpose(Tq);
+    const Bf16Buffer P_low(low ? kBq * kBk : 0);
+    // The head's K^T and V^T (D x Tk, Dv x Tk), transposed once per task for float products (see gemm_abt).
+    const bool transpose = !low && needs_transpose(Tq);
     const std::size_t ldt = transposed_ld<T>(Tk);
     PooledBuffer<T> kt_buf(transpose ? D * ldt : 0), vt_buf(transpose && need_ds ? Dv * ldt : 0);
     T* Kt = transpose ? kt_buf.data() : nullptr;
@@ -250,21 +283,22 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
     for (long b = 0; b < long(B); ++b)
       for (long h = 0; h < long(H); ++h) {
         const std::size_t bh = std::size_t(b) * H + std::size_t(h);
-        const T* K = k + bh * Tk * D;
-        const T* V = v + bh * Tk * Dv;
+        const Operand<T> K = Operand<T>{k, k_low.data()} + bh * Tk * D;
+        const Operand<T> V = Operand<T>{v, v_low.data()} + bh * Tk * Dv;
         T* dQ = dq ? dq + bh * Tq * D : nullptr;
         T* dK = dk ? dk + bh * Tk * D : nullptr;
         T* dV = dv ? dv + bh * Tk * Dv : nullptr;
         if (dQ) std::fill(dQ, dQ + Tq * D, T(0));
         if (dK) std::fill(dK, dK + Tk * D, T(0));
         if (dV) std::fill(dV, dV + Tk * Dv, T(0));
-        if (Kt) transpose_rows(Kt, ldt, K, Tk, D);
-        if (Vt) transpose_rows(Vt, ldt, V, Tk, Dv);
+        if (Kt) transpose_rows(Kt, ldt, K.values, Tk, D);
+        if (Vt) transpose_rows(Vt, ldt, V.values, Tk, Dv);
 
         for (std::size_t qb = 0; qb < n_qblocks; ++qb) {
           const std::size_t q0 = qb * kBq, nq = std::min(kBq, Tq - q0);
-          const T* Q = q + (bh * Tq + q0) * D;
+          const Operand<T> Q = Operand<T>{q, q_low.data()} + (bh * Tq + q0) * D;
           const T* dO = dout + (bh * Tq + q0) * Dv;
+          const Operand<T> dOp = Operand<T>{dout, do_low.data()} + (bh * Tq + q0) * Dv;
           const T* O = out + (bh * Tq + q0) * Dv;
           const T* L = lse + bh * Tq + q0;
           for (std::size_t r = 0; r < nq; ++r) {
@@ -285,9 +319,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
               Pd = G;
             }
             if (dV)
-              gemm_serial<T>(true, false, nk, Dv, nq, T(1), Pd, kBk, dO, Dv, T(1), dV + k0 * Dv, Dv);
+              gemm_serial<T>(true, false, nk, Dv, nq, T(1), block_operand(Pd, P_low.data(), nq, nk), kBk, dOp, Dv,
+                             T(1), dV + k0 * Dv, Dv);
             if (!need_ds) continue;
-            gemm_abt(dPd, dO, V + k0 * Dv, Vt ? Vt + k0 : nullptr, ldt, nq, nk, Dv, T(1));
+            product_abt(dPd, dOp, V + k0 * Dv, Vt ? Vt + k0 : nullptr, ldt, nq, nk, Dv, T(1));
             for (std::size_t r = 0; r < nq; ++r) {  // P becomes dS
               T* p = P + r * kBk;
               const T* g = dPd + r * kBk;
@@ -301,11 +336,9 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
                 for (std::size_t c = 0; c < nk; ++c) p[c] = p[c] * (g[c] - dr);
               }
             }
-            if (dQ)
-              gemm_serial<T>(false, false, nq, D, nk, scale, P, kBk, K + k0 * D, D, T(1),
-                             dQ + q0 * D, D);
-            if (dK)
-              gemm_serial<T>(true, false, nk, D, nq, scale, P, kBk, Q, D, T(1), dK + k0 * D, D);
+            const Operand<T> dS = block_operand(P, P_low.data(), nq, nk);
+            if (dQ) gemm_serial<T>(false, false, nq, D, nk, scale, dS, kBk, K + k0 * D, D, T(1), dQ + q0 * D, D);
+            if (dK) gemm_serial<T>(true, false, nk, D, nq, scale, dS, kBk, Q, D, T(1), dK + k0 * D, D);
           }
         }
       }
@@ -315,11 +348,12 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 #define QKV_INSTANTIATE(T)                                                                         \
   template void attention_forward<T>(                                                              \
       T*, T*, T*, const T*, const T*, const T*, const AttentionMasks<T>&, const AttentionDropout&, \
-      T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t); \
+      T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,    \
+      Precision);                                                                                   \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
                                       const T*, const T*, const AttentionMasks<T>&,                \
                                       const AttentionDropout&, T, std::size_t, std::size_t,        \
-                                      std::size_t, std::size_t, std::size_t, std::size_t);
+                                      std::size_t, std::size_t, std::size_t, std::size_t, Precision);
 QKV_INSTANTIATE(float)
 QKV_INSTANTIATE(double)
 

@@ -17,9 +17,15 @@
 /// the mask qkv::dropout draws on a (B, H, Tq, Tk) tensor with the same generator state.
 ///
 /// Results do not depend on the number of threads (bitwise).
+///
+/// Precision::BFloat16 (float only): the four products of the forward and backward take bfloat16
+/// operands (q, k, v, dout rounded once; each block of weights, and of dS, rounded before its
+/// product) and accumulate in float32; softmax, lse, out and the gradients stay float32.
 
 #include <cstddef>
 #include <cstdint>
+
+#include "qkv/kernels/bf16.hpp"
 
 namespace qkv::kernels {
 
@@ -59,7 +65,7 @@ template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv, std::size_t kv_capacity = 0);
+                       std::size_t Dv, std::size_t kv_capacity = 0, Precision precision = Precision::Float32);
 
 /// Backward: writes (assigns, does not add) dq (B, H, Tq, D), dk (B, H, Tk, D), dv (B, H, Tk, Dv);
 /// any of them may be nullptr (not computed). dout, out (B, H, Tq, Dv) and lse (B, H, Tq) are the
@@ -68,6 +74,7 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const AttentionMasks<T>& masks,
                         const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
-                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv);
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv,
+                        Precision precision = Precision::Float32);
 
 }  // namespace qkv::kernels
