@@ -38,13 +38,15 @@ namespace {
 
 #if defined(__x86_64__)
 // 32 floats per instruction; the tail through the scalar rule (the same rounding).
-__attribute__((target("avx512f,avx512bf16"))) void to_bf16_avx512(bf16* dst, const float* src, std::size_t n) {
+__attribute__((target("avx512f,avx512bf16"))) void to_bf16_avx512(bf16* dst, const float* src, std::size_t n,
+                                                                  float scale) {
   std::size_t i = 0;
+  const __m512 s = _mm512_set1_ps(scale);
   for (; i + 32 <= n; i += 32) {
-    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + i + 16), _mm512_loadu_ps(src + i));
-    _mm512_storeu_si512(dst + i, __m512i(v));
+    const __m512 lo = _mm512_mul_ps(_mm512_loadu_ps(src + i), s), hi = _mm512_mul_ps(_mm512_loadu_ps(src + i + 16), s);
+    _mm512_storeu_si512(dst + i, __m512i(_mm512_cvtne2ps_pbh(hi, lo)));
   }
-  for (; i < n; ++i) dst[i] = to_bf16(src[i]);
+  for (; i < n; ++i) dst[i] = to_bf16(src[i] * scale);
 }
 #endif
 
@@ -53,12 +55,14 @@ thread_local int g_onednn_calls = 0;
 
 }  // namespace
 
-void to_bf16(bf16* dst, const float* src, std::size_t n) {
+void to_bf16(bf16* dst, const float* src, std::size_t n, float scale) {
 #if defined(__x86_64__)
-  if (cpu_features().avx512_bf16) return to_bf16_avx512(dst, src, n);
+  if (cpu_features().avx512_bf16) return to_bf16_avx512(dst, src, n, scale);
 #endif
-  for (std::size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
+  for (std::size_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i] * scale);
 }
+
+void to_bf16(bf16* dst, const float* src, std::size_t n) { to_bf16(dst, src, n, 1.f); }
 
 // ---- the per-thread setting ----
 
@@ -80,6 +84,31 @@ Bf16Buffer::Bf16Buffer(const float* src, std::size_t n) : Bf16Buffer(n) {
     const std::size_t lo = c * kChunk;
     to_bf16(dst + lo, src + lo, std::min(kChunk, n - lo));
   });
+}
+
+Bf16Buffer lowered_with_column_sums(const float* src, std::size_t rows, std::size_t cols, float* sums) {
+  if (!sums) return Bf16Buffer(src, rows * cols);
+  Bf16Buffer out(rows * cols);
+  constexpr std::size_t kRows = 64;
+  const std::size_t blocks = (rows + kRows - 1) / kRows;
+  const PooledBuffer<float> partial(blocks * cols);  // block b's column sums
+  bf16* dst = out.data();
+  parallel_for(blocks, kRows * cols, [&](std::size_t b) {
+    float* p = partial.data() + b * cols;
+    std::fill(p, p + cols, 0.f);
+    for (std::size_t r = b * kRows; r < std::min(rows, (b + 1) * kRows); ++r) {
+      const float* row = src + r * cols;
+      to_bf16(dst + r * cols, row, cols);
+#pragma omp simd
+      for (std::size_t j = 0; j < cols; ++j) p[j] += row[j];
+    }
+  });
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const float* p = partial.data() + b * cols;
+#pragma omp simd
+    for (std::size_t j = 0; j < cols; ++j) sums[j] += p[j];
+  }
+  return out;
 }
 
 Bf16Buffer::~Bf16Buffer() {
@@ -136,17 +165,17 @@ struct OneThread {
 // data pointers set per call). Per thread: primitives run concurrently on other threads, and each
 // needs its own memory objects and scratchpad.
 struct Key {
-  bool ta, tb;
+  bool ta, tb, bias;
   std::size_t M, N, K, lda, ldb, ldc;
   float alpha, beta;
   bool operator==(const Key& o) const {
-    return ta == o.ta && tb == o.tb && M == o.M && N == o.N && K == o.K && lda == o.lda && ldb == o.ldb &&
-           ldc == o.ldc && alpha == o.alpha && beta == o.beta;
+    return ta == o.ta && tb == o.tb && bias == o.bias && M == o.M && N == o.N && K == o.K && lda == o.lda &&
+           ldb == o.ldb && ldc == o.ldc && alpha == o.alpha && beta == o.beta;
   }
 };
 struct KeyHash {
   std::size_t operator()(const Key& k) const {
-    std::size_t h = k.ta * 2 + k.tb;
+    std::size_t h = k.ta * 4 + k.tb * 2 + k.bias;
     for (std::size_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) h = h * 1000003u ^ v;
     std::uint32_t a, b;
     std::memcpy(&a, &k.alpha, 4), std::memcpy(&b, &k.beta, 4);
@@ -155,7 +184,7 @@ struct KeyHash {
 };
 struct Matmul {
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratch = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, bias = nullptr, scratch = nullptr;
   std::size_t scratch_bytes = 0;
   std::string kernel;
 };
@@ -173,8 +202,9 @@ Matmul make_matmul(const Key& k) {
   const dnnl_memory_desc_t a = matrix_md(k.M, k.K, k.lda, k.ta, dnnl_bf16);
   const dnnl_memory_desc_t b = matrix_md(k.K, k.N, k.ldb, k.tb, dnnl_bf16);
   const dnnl_memory_desc_t c = matrix_md(k.M, k.N, k.ldc, false, dnnl_f32);
+  const dnnl_memory_desc_t bias = matrix_md(1, k.N, k.N, false, dnnl_f32);
   dnnl_matmul_desc_t desc;
-  check(dnnl_matmul_desc_init(&desc, &a, &b, nullptr, &c), "descriptor", k.M, k.N, k.K);
+  check(dnnl_matmul_desc_init(&desc, &a, &b, k.bias ? &bias : nullptr, &c), "descriptor", k.M, k.N, k.K);
   dnnl_primitive_attr_t attr;
   check(dnnl_primitive_attr_create(&attr), "attributes", k.M, k.N, k.K);
   check(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user), "scratchpad mode", k.M, k.N, k.K);
@@ -199,6 +229,7 @@ Matmul make_matmul(const Key& k) {
   check(dnnl_memory_create(&m.a, &a, engine(), DNNL_MEMORY_NONE), "memory", k.M, k.N, k.K);
   check(dnnl_memory_create(&m.b, &b, engine(), DNNL_MEMORY_NONE), "memory", k.M, k.N, k.K);
   check(dnnl_memory_create(&m.c, &c, engine(), DNNL_MEMORY_NONE), "memory", k.M, k.N, k.K);
+  if (k.bias) check(dnnl_memory_create(&m.bias, &bias, engine(), DNNL_MEMORY_NONE), "memory", k.M, k.N, k.K);
   check(dnnl_memory_create(&m.scratch, sd, engine(), DNNL_MEMORY_NONE), "memory", k.M, k.N, k.K);
   dnnl_primitive_desc_destroy(pd);
   if (ops) dnnl_post_ops_destroy(ops);
@@ -219,9 +250,10 @@ ThreadState& thread_state() {
 }
 
 void onednn_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
-                 std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+                 std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
+                 const float* bias) {
   ThreadState& t = thread_state();
-  const Key key{ta, tb, M, N, K, lda, ldb, ldc, alpha, beta};
+  const Key key{ta, tb, bias != nullptr, M, N, K, lda, ldb, ldc, alpha, beta};
   auto it = t.matmuls.find(key);
   if (it == t.matmuls.end()) it = t.matmuls.emplace(key, make_matmul(key)).first;
   Matmul& m = it->second;
@@ -231,11 +263,15 @@ void onednn_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
   check(dnnl_memory_set_data_handle(m.b, const_cast<bf16*>(B)), "set B", M, N, K);
   check(dnnl_memory_set_data_handle(m.c, C), "set C", M, N, K);
   check(dnnl_memory_set_data_handle(m.scratch, t.scratch.data()), "set scratchpad", M, N, K);
-  const dnnl_exec_arg_t args[4] = {
-      {DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.c}, {DNNL_ARG_SCRATCHPAD, m.scratch}};
+  if (bias) check(dnnl_memory_set_data_handle(m.bias, const_cast<float*>(bias)), "set bias", M, N, K);
+  const dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, m.a},
+                                   {DNNL_ARG_WEIGHTS, m.b},
+                                   {DNNL_ARG_DST, m.c},
+                                   {DNNL_ARG_SCRATCHPAD, m.scratch},
+                                   {DNNL_ARG_BIAS, m.bias}};
   OneThread one;
   ++g_onednn_calls;
-  const dnnl_status_t executed = dnnl_primitive_execute(m.primitive, t.stream, 4, args);
+  const dnnl_status_t executed = dnnl_primitive_execute(m.primitive, t.stream, bias ? 5 : 4, args);
   const dnnl_status_t waited = executed == dnnl_success ? dnnl_stream_wait(t.stream) : executed;
   --g_onednn_calls;
   check(waited, "execute", M, N, K);
@@ -245,7 +281,8 @@ void onednn_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
 // Without oneDNN: the bf16 values widened to float (exact), then sgemm. The same operands, so the
 // same products up to the order of the additions; a reference, never fast.
 void widened_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
-                  std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+                  std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
+                  const float* bias) {
   auto widen = [](const bf16* src, std::size_t rows, std::size_t cols, std::size_t ld, float* dst) {
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t c = 0; c < cols; ++c) dst[r * cols + c] = from_bf16(src[r * ld + c]);
@@ -255,28 +292,33 @@ void widened_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K,
   widen(A, a_rows, a_cols, lda, a.data());
   widen(B, b_rows, b_cols, ldb, b.data());
   sgemm_on(GemmBackend::OpenBlas, ta, tb, M, N, K, alpha, a.data(), a_cols, b.data(), b_cols, beta, C, ldc);
+  if (bias)
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] += bias[j];
 }
 
 }  // namespace
 
 void bf16_block_product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
-                        std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
+                        std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
+                        const float* bias) {
   if (M == 0 || N == 0) return;
-  if (K == 0) {  // as BLAS: C scaled by beta
+  if (K == 0) {  // as BLAS: C scaled by beta (and the bias added)
     for (std::size_t i = 0; i < M; ++i)
-      for (std::size_t j = 0; j < N; ++j) C[i * ldc + j] = beta == 0.f ? 0.f : beta * C[i * ldc + j];
+      for (std::size_t j = 0; j < N; ++j)
+        C[i * ldc + j] = (beta == 0.f ? 0.f : beta * C[i * ldc + j]) + (bias ? bias[j] : 0.f);
     return;
   }
 #ifdef QKV_HAVE_DNNL
-  onednn_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  onednn_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 #else
-  widened_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  widened_bf16(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 #endif
 }
 
 void gemm_bf16_serial(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
                       std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc) {
-  bf16_block_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  bf16_block_product(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, nullptr);
 }
 
 // ---- operands of either precision ----
@@ -291,10 +333,11 @@ void check_operands(const Operand<T>& A, const Operand<T>& B) {
 
 template <class T>
 void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, Operand<T> A, std::size_t lda,
-          Operand<T> B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+          Operand<T> B, std::size_t ldb, T beta, T* C, std::size_t ldc, const T* bias) {
   check_operands(A, B);
   if constexpr (std::is_same_v<T, float>)
-    if (A.low) return gemm_bf16(ta, tb, M, N, K, alpha, A.low, lda, B.low, ldb, beta, C, ldc);
+    if (A.low) return gemm_bf16(ta, tb, M, N, K, alpha, A.low, lda, B.low, ldb, beta, C, ldc, bias);
+  if (bias) throw std::logic_error("kernels::gemm: a bias is fused into bfloat16 products only");
   gemm<T>(ta, tb, M, N, K, alpha, A.values, lda, B.values, ldb, beta, C, ldc);
 }
 
@@ -308,9 +351,9 @@ void gemm_serial(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
 }
 
 template void gemm<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, Operand<float>, std::size_t,
-                          Operand<float>, std::size_t, float, float*, std::size_t);
+                          Operand<float>, std::size_t, float, float*, std::size_t, const float*);
 template void gemm<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, Operand<double>, std::size_t,
-                           Operand<double>, std::size_t, double, double*, std::size_t);
+                           Operand<double>, std::size_t, double, double*, std::size_t, const double*);
 template void gemm_serial<float>(bool, bool, std::size_t, std::size_t, std::size_t, float, Operand<float>,
                                  std::size_t, Operand<float>, std::size_t, float, float*, std::size_t);
 template void gemm_serial<double>(bool, bool, std::size_t, std::size_t, std::size_t, double, Operand<double>,
@@ -325,7 +368,7 @@ const Bf16Support& bf16_support() {
     const dnnl_version_t* v = dnnl_version();
     s.library = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     try {
-      s.kernel = make_matmul(Key{false, false, 64, 64, 64, 64, 64, 64, 1.f, 0.f}).kernel;
+      s.kernel = make_matmul(Key{false, false, false, 64, 64, 64, 64, 64, 64, 1.f, 0.f}).kernel;
     } catch (const std::exception& e) {
       s.reason = std::string("oneDNN made no bf16 matmul here (") + e.what() + ")";
       return s;

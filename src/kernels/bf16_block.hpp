@@ -7,5 +7,6 @@
 
 namespace qkv::kernels {
 void bf16_block_product(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
-                        std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
+                        std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
+                        const float* bias);
 }  // namespace qkv::kernels

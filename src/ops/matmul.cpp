@@ -152,16 +152,17 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
   Shape out_shape = sx;
   out_shape.back() = out;
   Array<T> y = Array<T>::from_shape(out_shape);
+  const bool low = kernels::lower_products<T>();  // bf16: x and W rounded once, kept for the backward
   T beta = T(0);
-  if (bias.defined()) {
+  if (bias.defined() && !low) {  // (bf16 products add the bias themselves)
     const T* b = bias.data();
     T* Y = y.data();
     parallel_for(rows, out, [&](std::size_t r) { std::copy(b, b + out, Y + r * out); });
     beta = T(1);
   }
-  const bool low = kernels::lower_products<T>();  // bf16: x and W rounded once, kept for the backward
   Bf16Buffer xl = kernels::lowered(x.data(), x.size(), low), wl = kernels::lowered(weight.data(), weight.size(), low);
-  gemm<T>(false, true, rows, out, in, T(1), operand(x, xl), in, operand(weight, wl), in, beta, y.data(), out);
+  gemm<T>(false, true, rows, out, in, T(1), operand(x, xl), in, operand(weight, wl), in, beta, y.data(), out,
+          low && bias.defined() ? bias.data() : nullptr);
 
   const bool grad = bias.defined() ? needs_grad(x, weight, bias) : needs_grad(x, weight);
   return record_op<T>("linear", std::move(y), grad,
@@ -171,9 +172,11 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
                        xl = weight.requires_grad() ? std::move(xl) : Bf16Buffer(),
                        wl = x.requires_grad() ? std::move(wl) : Bf16Buffer(), low,
                        bias = bias.defined() ? bias.without_value() : bias, rows, in, out](const Array<T>& gy) {
-    // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum of dy over rows.
+    // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum of dy over rows (bf16: summed as dy is rounded).
     const T* G = gy.data();
-    const Bf16Buffer gl = kernels::lowered(G, gy.size(), low);
+    const bool db = bias.defined() && bias.requires_grad();
+    Array<T> gb = db ? zeros<T>(bias.shape()) : Array<T>();
+    const Bf16Buffer gl = kernels::lowered(G, rows, out, low, db ? gb.data() : nullptr);
     // Both products go straight into the gradients (beta 1 when one is there already: the
     // input of the q, k and v projections collects three).
     x.accumulate_grad_into([&](T* dx, bool add) {
@@ -182,10 +185,9 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
     weight.accumulate_grad_into([&](T* dw, bool add) {
       gemm<T>(true, false, out, in, rows, T(1), operand(G, gl), out, operand(x, xl), in, T(add), dw, in);
     }, "linear");
-    if (bias.defined() && bias.requires_grad()) {
-      Array<T> gb = zeros<T>(bias.shape());
+    if (db) {
       T* GB = gb.data();
-      for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t r = 0; r < rows && !low; ++r)
         for (std::size_t j = 0; j < out; ++j) GB[j] += G[r * out + j];
       bias.accumulate_grad(std::move(gb), "linear");
     }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <array>
 #include <vector>
 
 #include "qkv/kernels/attention.hpp"
@@ -222,4 +223,42 @@ TEST_CASE("bf16: fused attention with bfloat16 products, close to float32 and th
     CHECK(std::sqrt(diff / norm) < 1e-2);  // relative to the float32 result, in the 2-norm
     CHECK(std::sqrt(diff / norm) > 0);     // the products did change
   }
+}
+
+TEST_CASE("bf16: a bias fused into gemm_bf16, every cut, and column sums taken while rounding") {
+  // 4096 x 192 x 64 is cut into row blocks, 64 x 2048 x 64 into column blocks; the bias follows.
+  for (auto [M, N, K] : {std::array<std::size_t, 3>{4096, 192, 64}, {64, 2048, 64}, {5, 7, 3}}) {
+    CAPTURE(M);
+    CAPTURE(N);
+    const std::vector<bf16> A = random_bf16(M * K, 1), B = random_bf16(N * K, 2);
+    const Array<float> bias = test::random_array<float>({N}, 3);
+    Array<float> got = zeros<float>({M, N}), want = zeros<float>({M, N});
+    kernels::gemm_bf16(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, got.data(), N, bias.data());
+    reference(false, true, M, N, K, 1.f, A.data(), K, B.data(), K, 0.f, want.data(), N);
+    double worst = 0;
+    for (std::size_t i = 0; i < M; ++i)
+      for (std::size_t j = 0; j < N; ++j) worst = std::max(worst, std::abs(double(got(i, j)) - want(i, j) - bias(j)));
+    CHECK(worst < 1e-5);
+  }
+  const std::size_t rows = 300, cols = 37;
+  const Array<float> g = test::random_array<float>({rows, cols}, 4);
+  std::vector<float> sums(cols, 1.f);
+  const kernels::Bf16Buffer low = kernels::lowered_with_column_sums(g.data(), rows, cols, sums.data());
+  for (std::size_t i = 0; i < g.size(); ++i) CHECK(low.data()[i] == kernels::to_bf16(g.data()[i]));
+  for (std::size_t j = 0; j < cols; ++j) {
+    double s = 1;
+    for (std::size_t r = 0; r < rows; ++r) s += g(r, j);
+    CHECK(std::abs(sums[j] - s) < 1e-4);
+  }
+  std::vector<float> two_threads(cols, 1.f);  // the same bits at 2 threads (blocks of 64 rows, added in order)
+  const int before = num_threads();
+  set_num_threads(2);
+  const std::size_t big = 4096;
+  const Array<float> h = test::random_array<float>({big, cols}, 5);
+  std::vector<float> one(cols, 0.f), two(cols, 0.f);
+  kernels::lowered_with_column_sums(h.data(), big, cols, two.data());
+  set_num_threads(1);
+  kernels::lowered_with_column_sums(h.data(), big, cols, one.data());
+  set_num_threads(before);
+  CHECK(one == two);
 }

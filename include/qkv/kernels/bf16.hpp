@@ -41,6 +41,8 @@ inline float from_bf16(bf16 b) {
 /// dst[i] = to_bf16(src[i]) for i < n, on the calling thread: vcvtne2ps2bf16 with AVX512-BF16,
 /// the same rounding in software otherwise.
 void to_bf16(bf16* dst, const float* src, std::size_t n);
+/// dst[i] = to_bf16(scale * src[i]) (the product rounded to float first).
+void to_bf16(bf16* dst, const float* src, std::size_t n, float scale);
 
 /// The precision of the products the ops run on this thread.
 enum class Precision { Float32, BFloat16 };
@@ -96,6 +98,18 @@ Bf16Buffer lowered(const T* src, std::size_t n, bool lower) {
     if (lower) return Bf16Buffer(src, n);
   return {};
 }
+/// The rows x cols matrix src rounded to bfloat16 and, in the same pass over src, sums[j] += the
+/// sum of its column j when sums is not null (a Linear layer's output gradient, for its products,
+/// and its bias gradient): float32 sums of blocks of 64 rows, added in block order, the same bits
+/// for any thread count.
+Bf16Buffer lowered_with_column_sums(const float* src, std::size_t rows, std::size_t cols, float* sums);
+/// lowered_with_column_sums when `lower` (and T is float); else an empty buffer, and no sums.
+template <class T>
+Bf16Buffer lowered(const T* src, std::size_t rows, std::size_t cols, bool lower, T* sums) {
+  if constexpr (std::is_same_v<T, float>)
+    if (lower) return lowered_with_column_sums(src, rows, cols, sums);
+  return {};
+}
 
 /// One operand of a product: its values in T, or (low non-null) their bfloat16 copy, which the
 /// product then reads instead.
@@ -108,19 +122,22 @@ struct Operand {
   }
 };
 
-/// C = alpha op(A) op(B) + beta C (row-major, as kernels::gemm) with bfloat16 A and B and float32
-/// accumulation and C; blocks and threads as kernels::gemm (the same bits for any thread count).
+/// C = alpha op(A) op(B) + beta C (+ bias: N values added to every row, when not null), row-major
+/// as kernels::gemm, with bfloat16 A and B and float32 accumulation, bias and C; blocks and
+/// threads as kernels::gemm (the same bits for any thread count).
 void gemm_bf16(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
-               std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc);
+               std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
+               const float* bias = nullptr);
 /// Same, one call on the calling thread (for use inside parallel regions).
 void gemm_bf16_serial(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, float alpha,
                       const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C,
                       std::size_t ldc);
 
-/// kernels::gemm when both operands hold values, gemm_bf16 when both are lowered (T float).
+/// kernels::gemm when both operands hold values, gemm_bf16 when both are lowered (T float; only
+/// then may `bias` be given: gemm_bf16's, fused into the product).
 template <class T>
 void gemm(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha, Operand<T> A,
-          std::size_t lda, Operand<T> B, std::size_t ldb, T beta, T* C, std::size_t ldc);
+          std::size_t lda, Operand<T> B, std::size_t ldb, T beta, T* C, std::size_t ldc, const T* bias = nullptr);
 /// The same on the calling thread (gemm_serial, gemm_bf16_serial).
 template <class T>
 void gemm_serial(bool trans_a, bool trans_b, std::size_t M, std::size_t N, std::size_t K, T alpha, Operand<T> A,
