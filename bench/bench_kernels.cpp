@@ -66,7 +66,9 @@ void gemm_linear(benchmark::State& state, int which, bool serial = false) {
   Array<float> x = random_array({R, K}, 1), w = random_array({N, K}, 2), dy = random_array({R, N}, 3);
   Array<float> y = Array<float>::from_shape({R, N}), dx = Array<float>::from_shape({R, K});
   Array<float> dw = Array<float>::from_shape({N, K});
-  const auto gemm = serial ? kernels::gemm_serial<float> : kernels::gemm<float>;
+  using Gemm = void (*)(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                       const float*, std::size_t, float, float*, std::size_t);
+  const Gemm gemm = serial ? Gemm(kernels::gemm_serial<float>) : Gemm(kernels::gemm<float>);
   for (auto _ : state) {
     if (which == 0)
       gemm(false, true, R, N, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N);
@@ -257,8 +259,14 @@ __attribute__((target("amx-tile,amx-bf16"))) void amx_chains(benchmark::State& s
   for (auto& v : operand) v = 0x3f80;  // 1.0
   alignas(64) static float acc[16 * 16];
   _tile_loadconfig(&cfg);
-  _tile_zero(0), _tile_zero(1), _tile_zero(2), _tile_zero(3);
-  _tile_loadd(4, operand, 64), _tile_loadd(5, operand, 64), _tile_loadd(6, operand, 64), _tile_loadd(7, operand, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
   constexpr int kRepeats = 1000;
   for (auto _ : state) {
     for (int r = 0; r < kRepeats; ++r) {

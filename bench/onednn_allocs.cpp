@@ -1,5 +1,5 @@
 // Heap allocations per call of oneDNN's GEMM interfaces, the question behind qkv's promise of
-// no allocation per training step (docs/performance.md, "oneDNN as the GEMM" and "bfloat16"):
+// no allocation per training step (docs/performance.md, "oneDNN as the GEMM", and docs/bfloat16.md):
 // dnnl_sgemm, and the matmul primitive the way qkv runs its bf16 products (kernels/bf16.cpp:
 // created once per shape, a user-owned scratchpad, memory objects created once and re-pointed, the
 // C API's execute with a fixed argument array), in float32 and in bf16 -> f32. malloc, calloc,

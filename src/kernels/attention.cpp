@@ -141,12 +141,12 @@ template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv, std::size_t kv_capacity, Precision precision) {
+                       std::size_t Dv, std::size_t kv_capacity, const AttentionLowered* lowered) {
   // q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv) -> out (B,H,Tq,Dv), lse (B,H,Tq),
   // weights (B,H,Tq,Tk) when not null. One task per (b, h, block of kBq queries): each writes
   // its own rows of out, lse and weights.
   constexpr T kInf = std::numeric_limits<T>::infinity();
-  const bool low = std::is_same_v<T, float> && precision == Precision::BFloat16;
+  const bool low = std::is_same_v<T, float> && lowered && !lowered->empty();
   const std::size_t bq = query_block(low), n_qblocks = (Tq + bq - 1) / bq;
   const bool drop = dropout.p > 0;
   const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
@@ -155,9 +155,10 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
   // would cost more than the whole call).
   const bool parallel = B * H * n_qblocks > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
   const std::size_t cap = kv_capacity ? kv_capacity : Tk;  // rows per (b, h) in k and v
-  // bf16 products: q, k and v rounded once; each block of weights before its product with V.
-  const Bf16Buffer q_low = lowered(q, B * H * Tq * D, low), k_low = lowered(k, B * H * cap * D, low),
-                   v_low = lowered(v, B * H * cap * Dv, low);
+  // bf16 products: q, k and v rounded by the caller; each block of weights before its product with V.
+  const bf16* q_low = low ? lowered->q.data() : nullptr;
+  const bf16* k_low = low ? lowered->k.data() : nullptr;
+  const bf16* v_low = low ? lowered->v.data() : nullptr;
   // K^T of every head (B, H, D, Tk), shared by the tasks of its query blocks (float products).
   const bool transpose = !low && needs_transpose(Tq);
   const std::size_t ldt = transposed_ld<T>(Tk);
@@ -182,10 +183,10 @@ void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const
         for (long qb = 0; qb < long(n_qblocks); ++qb) {
           const std::size_t bh = std::size_t(b) * H + std::size_t(h);
           const std::size_t q0 = std::size_t(qb) * bq, nq = std::min(bq, Tq - q0);
-          const Operand<T> Q = Operand<T>{q, q_low.data()} + (bh * Tq + q0) * D;
-          const Operand<T> K = Operand<T>{k, k_low.data()} + bh * cap * D;
+          const Operand<T> Q = Operand<T>{q, q_low} + (bh * Tq + q0) * D;
+          const Operand<T> K = Operand<T>{k, k_low} + bh * cap * D;
           const T* Kt = transpose ? kt_buf.data() + bh * D * ldt : nullptr;
-          const Operand<T> V = Operand<T>{v, v_low.data()} + bh * cap * Dv;
+          const Operand<T> V = Operand<T>{v, v_low} + bh * cap * Dv;
           T* O = out + (bh * Tq + q0) * Dv;
           T* L = lse + bh * Tq + q0;
           std::fill(O, O + nq * Dv, T(0));
@@ -256,7 +257,8 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const AttentionMasks<T>& masks,
                         const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
-                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv, Precision precision) {
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv,
+                        const AttentionLowered* lowered) {
   // dout, out (B,H,Tq,Dv), lse (B,H,Tq), q (B,H,Tq,D), k (B,H,Tk,D), v (B,H,Tk,Dv)
   //   -> dq (B,H,Tq,D), dk (B,H,Tk,D), dv (B,H,Tk,Dv).
   // dK and dV sum over every query of a head, so one task is a whole (b, h): each thread owns
@@ -271,13 +273,16 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   const bool drop = dropout.p > 0;
   const T keep_scale = drop ? T(1.0 / (1.0 - dropout.p)) : T(1);
   const DropoutMask dm{dropout, H, Tq, Tk};
-  const bool low = std::is_same_v<T, float> && precision == Precision::BFloat16;
+  const bool low = std::is_same_v<T, float> && lowered && !lowered->empty();
   const std::size_t bq = query_block(low), n_qblocks = (Tq + bq - 1) / bq;
   const bool need_ds = dq || dk;
   const bool parallel = B * H > 1 && B * H * Tq * Tk * (D + Dv) >= kParallelMin && !in_parallel();
-  // bf16 products: q, k, v and dout rounded once; each block of weights (dS) before its products.
-  const Bf16Buffer q_low = lowered(q, B * H * Tq * D, low), k_low = lowered(k, B * H * Tk * D, low),
-                   v_low = lowered(v, B * H * Tk * Dv, low), do_low = lowered(dout, B * H * Tq * Dv, low);
+  // bf16 products: q, k and v rounded by the caller (the forward's copies), dout here; each block
+  // of weights (dS) before its products.
+  const bf16* q_low = low ? lowered->q.data() : nullptr;
+  const bf16* k_low = low ? lowered->k.data() : nullptr;
+  const bf16* v_low = low ? lowered->v.data() : nullptr;
+  const Bf16Buffer do_low = kernels::lowered(dout, B * H * Tq * Dv, low);
 #pragma omp parallel if (parallel)
   {
     PooledBuffer<T> P_buf(bq * kBk), G_buf(bq * kBk), H_buf(drop ? bq * kBk : 0), delta_buf(bq);  // per thread
@@ -296,8 +301,8 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
     for (long b = 0; b < long(B); ++b)
       for (long h = 0; h < long(H); ++h) {
         const std::size_t bh = std::size_t(b) * H + std::size_t(h);
-        const Operand<T> K = Operand<T>{k, k_low.data()} + bh * Tk * D;
-        const Operand<T> V = Operand<T>{v, v_low.data()} + bh * Tk * Dv;
+        const Operand<T> K = Operand<T>{k, k_low} + bh * Tk * D;
+        const Operand<T> V = Operand<T>{v, v_low} + bh * Tk * Dv;
         T* dQ = dq ? dq + bh * Tq * D : nullptr;
         T* dK = dk ? dk + bh * Tk * D : nullptr;
         T* dV = dv ? dv + bh * Tk * Dv : nullptr;
@@ -309,7 +314,7 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
 
         for (std::size_t qb = 0; qb < n_qblocks; ++qb) {
           const std::size_t q0 = qb * bq, nq = std::min(bq, Tq - q0);
-          const Operand<T> Q = Operand<T>{q, q_low.data()} + (bh * Tq + q0) * D;
+          const Operand<T> Q = Operand<T>{q, q_low} + (bh * Tq + q0) * D;
           const T* dO = dout + (bh * Tq + q0) * Dv;
           const Operand<T> dOp = Operand<T>{dout, do_low.data()} + (bh * Tq + q0) * Dv;
           const T* O = out + (bh * Tq + q0) * Dv;
@@ -363,11 +368,12 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   template void attention_forward<T>(                                                              \
       T*, T*, T*, const T*, const T*, const T*, const AttentionMasks<T>&, const AttentionDropout&, \
       T, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, std::size_t,    \
-      Precision);                                                                                   \
+      const AttentionLowered*);                                                                     \
   template void attention_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*,          \
                                       const T*, const T*, const AttentionMasks<T>&,                \
                                       const AttentionDropout&, T, std::size_t, std::size_t,        \
-                                      std::size_t, std::size_t, std::size_t, std::size_t, Precision);
+                                      std::size_t, std::size_t, std::size_t, std::size_t,                 \
+                                      const AttentionLowered*);
 QKV_INSTANTIATE(float)
 QKV_INSTANTIATE(double)
 

@@ -64,6 +64,11 @@ Session::Session(const config::Config& cfg, dist::Comm& comm) : cfg_(cfg), dp_(c
 
 Session::~Session() = default;
 
+void Session::set_precision(kernels::Precision precision) {
+  precision_ = {precision, ""};
+  step_options_.precision = diagnose_options_.precision = precision;
+}
+
 double Session::lr() const { return optimizer_->lr(); }
 
 std::size_t Session::tokens_per_batch() const { return cfg_.train.batch_size * task_->target_length(); }

@@ -203,10 +203,12 @@ TEST_CASE("bf16: fused attention with bfloat16 products, close to float32 and th
     set_num_threads(threads);
     std::vector<Array<float>> r = {zeros<float>({B, H, T, D}), zeros<float>({B, H, T}), zeros<float>({B, H, T, D}),
                                    zeros<float>({B, H, T, D}), zeros<float>({B, H, T, D})};
+    const kernels::AttentionLowered low = kernels::lower_attention(q.data(), k.data(), v.data(), q.size(), k.size(),
+                                                                   v.size(), p == kernels::Precision::BFloat16);
     kernels::attention_forward<float>(r[0].data(), r[1].data(), nullptr, q.data(), k.data(), v.data(), m, drop, 0.25f,
-                                      B, H, T, T, D, D, 0, p);
+                                      B, H, T, T, D, D, 0, &low);
     kernels::attention_backward<float>(r[2].data(), r[3].data(), r[4].data(), dout.data(), q.data(), k.data(), v.data(),
-                                       r[0].data(), r[1].data(), m, drop, 0.25f, B, H, T, T, D, D, p);
+                                       r[0].data(), r[1].data(), m, drop, 0.25f, B, H, T, T, D, D, &low);
     set_num_threads(before);
     return r;
   };

@@ -2,7 +2,7 @@
 // (Linear, the attention projections and both attention implementations, the feed-forward block,
 // layer norms, embeddings, the output layer, tied or not) under bfloat16 products, compared with
 // the same model's float32 gradient. The tolerance, in the 2-norm relative to the float32
-// gradient, is documented in docs/performance.md ("bfloat16"): each operand of a product is
+// gradient, is documented in docs/bfloat16.md ("Accuracy"): each operand of a product is
 // rounded to 8 significant bits (relative error <= 2^-9 = 0.002), the sums stay float32. A
 // gradient that is zero in exact arithmetic (the key projection's bias: softmax does not change
 // when every score of a row moves by q . b_k) is rounding noise in both: the error is taken

@@ -1,7 +1,7 @@
 #pragma once
 /// @file
 /// Mixed precision: products with bfloat16 operands and float32 accumulation, where the CPU has a
-/// matrix unit for them (train.precision: bf16, docs/performance.md "bfloat16").
+/// matrix unit for them (train.precision: bf16, docs/bfloat16.md).
 ///
 /// A bfloat16 is the upper half of a float32: the same sign and 8 exponent bits, 7 of the 23
 /// mantissa bits (relative rounding error <= 2^-9). A product of two bfloat16 values is exact in

@@ -84,6 +84,9 @@ class Session {
   /// The precision the products of a step take (choose_precision), and what the user should know
   /// about it ("" when the run trains as its config asks).
   const PrecisionChoice& precision() const { return precision_; }
+  /// Run the products of the following steps in `precision`, whatever choose_precision decided:
+  /// for measuring bf16 where it does not pay (bench_train --force-bf16). Trains to other bits.
+  void set_precision(kernels::Precision precision);
 
  private:
   config::Config cfg_;
