@@ -27,7 +27,7 @@ same data and machine (docs/performance.md, "What is compared" and "How to measu
         characters with a mask every 7, against the twin's process (import torch, load, forward)
         and its forward pass alone; checks that both fill in the same characters
     tools/bench_lm.py selftest [--dir DIR]
-        the three commands with tiny settings on a generated corpus (seconds, not a measurement)
+        the commands with tiny settings on a generated corpus (seconds, not a measurement)
 
 The twin is qkv's model written in PyTorch (scripts/pytorch/qkv_mirror.py: Decoder, qkv's parameter names
 and init distributions), trained by torch.optim.AdamW with the config's lr, betas, eps and weight
@@ -975,6 +975,15 @@ def cmd_selftest(a):
     print("== speed (3 + 3 steps, 1 round)")
     table = cmd_speed(ns)
     expect(all(r["qkv_tokens_per_s"] > 0 and r["torch_tokens_per_s"] > 0 for r in table), "speed: positive tokens/s")
+
+    print("\n== bf16 (3 + 3 steps, 1 round; where this CPU's bf16 products pay)")
+    if "bf16 products: not used" in subprocess.run([a.qkv, "info"], capture_output=True, text=True).stdout:
+        print("skipped: qkv info says bf16 products are not used here")
+    else:
+        ns = argparse.Namespace(qkv=a.qkv, config=cfg, threads="1", steps=3, rounds=1, set=[], json=os.path.join(d, "bf16.json"),
+                                kernels=mfu.DEFAULT_KERNELS, name="tiny")
+        table = cmd_bf16(ns)
+        expect(all(x > 0 for r in table for x in r["tokens_per_s"].values()), "bf16: positive tokens/s, all four runs")
 
     print("\n== curve (15 s each)")
     ns = argparse.Namespace(qkv=a.qkv, config=cfg, seconds=15.0, out=os.path.join(d, "curve"), threads=2, steps=0,
