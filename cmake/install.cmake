@@ -1,7 +1,7 @@
 # Installation, the CMake package and the Debian package; included at the end of CMakeLists.txt,
 # when every target exists. See docs/packaging.md.
 #
-#   cmake --install BUILD --prefix P   headers, libqkv.a, bin/qkv, share/qkv/{configs,scripts},
+#   cmake --install BUILD --prefix P   headers, libqkv.a, bin/qkv, share/qkv/{configs,grammar,scripts},
 #                                      share/doc/qkv, lib/cmake/qkv (find_package(qkv) -> qkv::qkv),
 #                                      lib/python3/dist-packages/qkv (the Python module: python.cmake)
 #   cd BUILD && cpack -G DEB           qkv_<version>_amd64.deb (configure with
@@ -46,6 +46,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/qkv DESTINATION ${CMAKE_INSTALL_
         FILES_MATCHING PATTERN "*.hpp")
 install(FILES ${PROJECT_BINARY_DIR}/generated/qkv/version.hpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/qkv)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/qkv/configs)
+# The grammar files (compiled into qkv; installed for a learner to copy and extend: docs/tasks.md).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/share/grammar/ DESTINATION ${CMAKE_INSTALL_DATADIR}/qkv/grammar)
 # The scripts qkv runs (QKV_SCRIPT_DIRS ends in ${CMAKE_INSTALL_FULL_DATADIR}/qkv/scripts) and
 # the Python tools next to them (checkpoint conversion, the PyTorch mirror).
 file(GLOB QKV_INSTALL_SCRIPTS ${PROJECT_SOURCE_DIR}/scripts/*.py)

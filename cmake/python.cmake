@@ -30,7 +30,8 @@ if(NOT QKV_HAVE_PYTHON)
   return()
 endif()
 
-# The module is a shared object that links libqkv.a and qkv_app, so their code must be position
+# The module is a shared object that links libqkv.a (the library alone: no part of the qkv command),
+# so its code must be position
 # independent. -fPIC goes on every target through qkv_options (executables too), so that all of
 # them keep sharing the one precompiled header (GCC refuses a PCH built with other -fpic/-fpie
 # settings); -fno-semantic-interposition lets calls within the library stay direct and inline as
@@ -44,8 +45,7 @@ file(GLOB QKV_PYTHON_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/python/
 pybind11_add_module(qkv_python MODULE NO_EXTRAS ${QKV_PYTHON_SOURCES})
 set_target_properties(qkv_python PROPERTIES OUTPUT_NAME _qkv
                       LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/python/qkv)
-target_link_libraries(qkv_python PRIVATE qkv_app)
-target_include_directories(qkv_python PRIVATE ${PROJECT_SOURCE_DIR}/src)
+target_link_libraries(qkv_python PRIVATE qkv)
 target_precompile_headers(qkv_python REUSE_FROM qkv)
 
 # The pure-Python part of the package, copied next to the extension: BUILD/python is then an

@@ -18,14 +18,16 @@ no environment change. docs/python.md is the guide.
 """
 
 from ._qkv import ConfigError, Error, IoError, ShapeError, __version__
-from .instruments import HeadTable, ablate, explain, fill, generate, head_similarity, heads, patch
+from .instruments import (HeadTable, ablate, analyze, evaluate, explain, fill, generate, head_similarity, heads, patch,
+                          swap)
 from .model import ActivationCache, Config, HookPoint, Model, load
 from .runtime import info, num_threads, set_num_threads
 from .training import train
 
 __all__ = [
     "load", "Model", "Config", "ActivationCache", "HookPoint",
-    "heads", "HeadTable", "head_similarity", "ablate", "explain", "fill", "generate", "patch",
+    "heads", "HeadTable", "head_similarity", "ablate", "swap", "evaluate", "explain", "fill", "generate", "patch",
+    "analyze",
     "train", "info", "num_threads", "set_num_threads",
     "Error", "ConfigError", "IoError", "ShapeError", "__version__",
 ]

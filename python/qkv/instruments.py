@@ -1,7 +1,11 @@
-"""The instruments as functions: the numbers of `qkv heads`, `qkv ablate`, `qkv explain --json`,
-`qkv fill` and `qkv generate` as plain data, and activation patching over run_with_hooks."""
+"""The instruments as functions: each is one library call, the same the qkv command and the studio
+make (`qkv heads`, `qkv ablate`, `qkv swap`, `qkv eval`, `qkv explain`, `qkv fill`, `qkv generate`,
+`qkv patch`, the studio's analysis), read back from the library's JSON: the same numbers, bit for
+bit, whichever front end asks."""
 
+import base64
 import json
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -30,15 +34,41 @@ class HeadTable(list):
         return out
 
 
+def _nan(x):
+    """JSON's null for a score that does not apply, as NaN."""
+    return float("nan") if x is None else x
+
+
+def _input(model, x=None, mask_text=MASK_TEXT, example=None, split="validation"):
+    """The library's input request for x: text, token ids (a list, a 1-D array or one row of a 2-D
+    one), a batch dict of one row, or held-out example `example` of `split`."""
+    if example is not None:
+        if x is not None:
+            raise ValueError("give either x (text or token ids) or example, not both")
+        return {"example": int(example), "split": split}
+    if isinstance(x, str):
+        return {"text": x, "mask_text": mask_text}
+    if isinstance(x, Mapping):
+        return {"row": dict(x)}
+    a = np.asarray(x)
+    if a.ndim == 2 and a.shape[0] == 1:
+        a = a[0]
+    if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"expected text, token ids (a list or a 1-D integer array) or a batch dict, found {type(x).__name__}"
+                        + (f" of shape {a.shape}" if a.ndim else ""))
+    return {"ids": [int(i) for i in a]}
+
+
 def heads(model, examples=64):
     """Scores and a label for every head, over the first `examples` held-out (test) examples, as
     `qkv heads --csv`: a HeadTable (a list of one dict per head; NaN where a score does not apply,
     label "" when none). docs/instruments.md defines the scores; table.array("induction") gives one
     as a (layers, heads) array."""
     model._no_added_hooks("qkv.heads")
-    r = _qkv.heads(model._m, int(examples))
-    table = HeadTable(r["heads"])
-    table.score_names, table.baselines = r["score_names"], r["baselines"]
+    r = json.loads(_qkv.heads(model._m, int(examples), False))
+    table = HeadTable({**h, **{n: _nan(h[n]) for n in r["score_names"]}} for h in r["heads"])
+    table.score_names = r["score_names"]
+    table.baselines = {k: {**v, "share": _nan(v["share"])} for k, v in r["baselines"].items()}
     return table
 
 
@@ -47,18 +77,22 @@ def head_similarity(model, examples=64):
     an (H, H) array of the mean Jensen-Shannon divergence in bits between two heads' weight rows on
     the same queries (0: the same; 1: disjoint), over the first `examples` test examples."""
     model._no_added_hooks("qkv.head_similarity")
-    return _qkv.head_divergence(model._m, int(examples))
+    r = json.loads(_qkv.heads(model._m, int(examples), True))
+    return [np.array(m, dtype=np.float64) for m in r["similarity"]]
 
 
 def _heads_text(heads):
-    if heads is None:
-        return ""
     if isinstance(heads, str):
         return heads
     items = []
     for h in heads:
         items.append(h if isinstance(h, str) else f"{int(h[0])}.{int(h[1])}")
     return ",".join(items)
+
+
+def _pairs(value):
+    """JSON's [[layer, head], ...] as (layer, head) tuples."""
+    return [tuple(h) for h in value]
 
 
 def ablate(model, heads=None, mode="zero", examples=0, prune=False, step=1, relation=None):
@@ -70,41 +104,57 @@ def ablate(model, heads=None, mode="zero", examples=0, prune=False, step=1, rela
     al. (2019), `step` heads at a time. examples: the first N test examples (0: all). relation:
     score only the tokens that have this gold relation ("verb->object", also "verb-object";
     grammar models), as --relation.
-    Returns {"mode", "examples", "intact": metrics} and "ablated" (heads given: the metrics with
-    loss_change, accuracy_change and "heads"), "each" (a list in model order, each with layer,
-    head; `qkv ablate` prints it sorted by loss) or "curve" (points with removed, fraction).
+    Returns {"mode", "relation", "examples", "intact": metrics} and "ablated" (heads given: the
+    metrics with loss_change, accuracy_change and "heads"), "each" (a list in model order, each with
+    layer, head; `qkv ablate` prints it sorted by loss) or "curve" (points with removed, fraction).
     Metrics: loss, token_accuracy, sequence_accuracy.
     """
     model._no_added_hooks("qkv.ablate")
-    text = _heads_text(heads)
-    return _qkv.ablate(model._m, text, heads is not None, mode, int(examples), bool(prune), int(step), relation or "")
+    r = json.loads(_qkv.ablate(model._m, None if heads is None else _heads_text(heads), mode, int(examples), bool(prune),
+                               int(step), relation or ""))
+    if "ablated" in r:
+        r["ablated"]["heads"] = _pairs(r["ablated"]["heads"])
+    for p in r.get("curve", []):
+        p["removed"] = _pairs(p["removed"])
+    return r
+
+
+def swap(model, examples=0, seed=0):
+    """The value-swap probe of a recall model, as `qkv swap`: {"examples", "queries", "intact",
+    "follow", "stay"} (docs/instruments.md)."""
+    model._no_added_hooks("qkv.swap")
+    return json.loads(_qkv.swap(model._m, int(examples), int(seed)))
+
+
+def evaluate(model, train=False):
+    """Held-out metrics of every split, as `qkv eval` (train=True adds the start of the training
+    stream, as --train): {"splits": [{"split", "examples", "loss", "token_accuracy",
+    "sequence_accuracy"}]}. Model.evaluate runs one batch with hooks."""
+    model._no_added_hooks("qkv.evaluate")
+    return json.loads(_qkv.evaluate(model._m, bool(train)))
 
 
 def explain(model, x=None, layer=0, head=0, query=0, example=None, mask_text=MASK_TEXT):
     """One query of one head, step by step, as `qkv explain --json`: the dict of its JSON (q, the
     keys with raw and scaled scores, mask, recomputed and model weights and values, the output and
-    the self-check errors). The input is `x` (text or token ids, one row) or held-out example
-    `example` of the validation split (as --example; the default when x is None)."""
+    the self-check errors). The input is `x` (text, token ids or a row) or held-out example
+    `example` of the validation split (as --example; the default when x is None). layer=None (or
+    head=None): every head (of every layer, or of `layer`), a list of such dicts."""
     model._no_added_hooks("qkv.explain")
-    if x is None:
-        row = model.held_out("validation", None if example is None else int(example) + 1)
-        n = len(row["inputs"])
-        i = 0 if example is None else int(example)
-        if i >= n:
-            raise ValueError(f"example {i}: the held-out set has {n} examples (0..{n - 1})")
-        row = {k: v[i:i + 1] for k, v in row.items()}
-    elif example is not None:
-        raise ValueError("explain: give either x (text or token ids) or example, not both")
-    else:
-        row = model.input_row(x, mask_text)
-    return json.loads(_qkv.explain(model._m, row, int(layer), int(head), int(query)))
+    if x is None and example is None:
+        example = 0
+    r = _qkv.explain(model._m, _input(model, x, mask_text, example), None if layer is None else int(layer),
+                     None if head is None else int(head), int(query))
+    return json.loads(r)
 
 
 def fill(model, text, k=5, mask_text=MASK_TEXT):
     """The `k` most likely tokens at every mask of `text` (a masked language model), as `qkv fill`:
     a list (one item per mask, in order) of {"position": t, "top": [(label, id, probability)]}."""
     model._no_added_hooks("qkv.fill")
-    return _qkv.fill(model._m, text, mask_text, int(k))
+    r = json.loads(_qkv.fill(model._m, _input(model, text, mask_text), int(k)))
+    return [{"position": f["position"], "top": [(model.vocab[c["id"]], c["id"], c["p"]) for c in f["top"]]}
+            for f in r["fills"]]
 
 
 def generate(model, prompt, max_tokens=200, temperature=1.0, top_k=0, top_p=1.0, seed=0, cache=True, stream=None):
@@ -114,79 +164,63 @@ def generate(model, prompt, max_tokens=200, temperature=1.0, top_k=0, top_p=1.0,
     for an id prompt) as it is chosen."""
     model._no_added_hooks("qkv.generate")
     ids_in = not isinstance(prompt, str)
-    ids = [int(i) for i in prompt] if ids_in else model._m.encode(prompt, "")
     on_token = None
     if stream is not None:
         on_token = stream if ids_in else (lambda t: stream(model.decode([t])))
-    new = _qkv.generate(model._m, ids, int(max_tokens), float(temperature), int(top_k), float(top_p), int(seed),
-                        bool(cache), on_token)
-    return new if ids_in else model.decode(new)
-
-
-def _token_id(model, token):
-    if isinstance(token, (int, np.integer)):
-        return int(token)
-    ids = model.tokenize(token)
-    if len(ids) != 1:
-        raise ValueError(f"{token!r} is {len(ids)} tokens; give one token (a label or an id)")
-    return ids[0]
+    r = json.loads(_qkv.generate(model._m, _input(model, prompt, ""), int(max_tokens), float(temperature), int(top_k),
+                                 float(top_p), int(seed), bool(cache), on_token))
+    return r["tokens"] if ids_in else r["text"]
 
 
 def patch(model, clean, corrupt, answer=None, wrong=None, metric=None, position=None, point="hook_z"):
-    """Activation patching per head (TransformerLens's definition): for every layer L and head h,
-    run `corrupt` with head h of L's `point` (hook_z: the head's output) replaced by its value in
-    the `clean` run, and report the share of the metric the patch restores,
+    """Activation patching per head (TransformerLens's definition), as `qkv patch`: for every layer
+    L and head h, run `corrupt` with head h of L's `point` (hook_z: the head's output) replaced by
+    its value in the `clean` run, and report the share of the metric the patch restores,
 
         score[L, h] = (metric(patched) - metric(corrupt)) / (metric(clean) - metric(corrupt))
 
     1: the head alone carries the difference; 0: it carries none of it. The metric is the logit
-    difference logits[0, position, answer] - logits[0, position, wrong] (answer and wrong: a token
-    label or id; position: default the first mask of the corrupted row in a masked model, else its
-    last position), or `metric(logits) -> float` given instead. clean and corrupt must be rows of
-    the same length. point: "hook_z" (default), "hook_q", "hook_k", "hook_v" or "hook_pattern"
-    (any point with the head on axis 1).
+    difference logits[0, position, answer] - logits[0, position, wrong], or `metric(logits) ->
+    float` given instead (logits (1, T, V), read-only). Defaults, one rule for every front end:
+    position the first mask of the clean row, else of the corrupted row, else the last position;
+    answer (wrong) the clean (corrupted) run's most likely token there. answer and wrong: a token
+    label or an id. clean and corrupt: text, token ids or rows of the same length. point: "hook_z"
+    (default), "hook_q", "hook_k", "hook_v" or "hook_pattern".
 
     Returns {"scores": (layers, heads) array (NaN where a layer has fewer heads), "clean",
-    "corrupt": the metric of both runs, "layers": the layer names, "position", "point"}.
+    "corrupt": the metric of both runs, "layers", "position", "answer", "wrong", "point",
+    "result": the library's whole answer (every head's metric and probabilities)}.
     """
-    if point not in ("hook_z", "hook_q", "hook_k", "hook_v", "hook_pattern"):
-        raise ValueError(f"point: expected one of hook_z, hook_q, hook_k, hook_v, hook_pattern, found {point!r}"
-                         f"{_qkv.did_you_mean(str(point), ['hook_z', 'hook_q', 'hook_k', 'hook_v', 'hook_pattern'])}")
-    clean_row, corrupt_row = model.input_row(clean), model.input_row(corrupt)
-    a, b = np.asarray(clean_row["inputs"]), np.asarray(corrupt_row["inputs"])
-    if a.shape != b.shape:
-        raise ValueError(f"patch: the clean row has shape {a.shape} ({model.to_str_tokens(clean_row)}), the corrupted "
-                         f"{b.shape} ({model.to_str_tokens(corrupt_row)}): patching needs rows of the same length")
-    if metric is None:
-        if answer is None or wrong is None:
-            raise ValueError("patch: give answer and wrong (the logit difference), or metric(logits) -> float")
-        if position is None:
-            masks = np.flatnonzero(b[0] == model.mask_token) if model.mask_token >= 0 else []
-            position = int(masks[0]) if len(masks) else b.shape[1] - 1
-        ans, wro, pos = _token_id(model, answer), _token_id(model, wrong), int(position)
-        if not 0 <= pos < b.shape[1]:
-            raise ValueError(f"position {pos}: the row has {b.shape[1]} positions (0..{b.shape[1] - 1})")
+    model._no_added_hooks("qkv.patch")
+    ids = [isinstance(t, (int, np.integer)) for t in (answer, wrong) if t is not None]
+    if ids and not all(ids) and any(ids):
+        raise ValueError("answer, wrong: give both as token ids (ints) or both as tokens (str)")
+    r = json.loads(_qkv.patch(model._m, _input(model, clean), _input(model, corrupt),
+                              None if position is None else int(position),
+                              None if answer is None else str(answer), None if wrong is None else str(wrong),
+                              bool(ids and all(ids)), point, metric))
+    if r["clean"] == r["corrupt"]:
+        raise ValueError(f"patch: the clean and corrupted runs give the same metric ({r['clean']:g}): nothing to restore")
+    layers = [layer["name"] for layer in r["layers"]]
+    width = max(len(layer["heads"]) for layer in r["layers"])
+    scores = np.full((len(layers), width), np.nan)
+    for li, layer in enumerate(r["layers"]):
+        for h, p in enumerate(layer["heads"]):
+            scores[li, h] = _nan(p["restored"])
+    return {"scores": scores, "clean": r["clean"], "corrupt": r["corrupt"], "layers": layers, "position": r["position"],
+            "answer": r["answer"], "wrong": r["wrong"], "point": r["point"], "result": r}
 
-        def metric(logits):
-            return float(logits[0, pos, ans]) - float(logits[0, pos, wro])
 
-    layers = [layer["name"] for layer in model.attention_layers]
-    names = [f"{name}.{point}" for name in layers]
-    clean_logits, cache = model.run_with_cache(clean_row, names_filter=names)
-    clean_value = float(metric(clean_logits))
-    corrupt_value = float(metric(model(corrupt_row)))
-    if clean_value == corrupt_value:
-        raise ValueError(f"patch: the clean and corrupted runs give the same metric ({clean_value:g}): nothing to restore")
-    heads = [layer["heads"] for layer in model.attention_layers]
-    scores = np.full((len(layers), max(heads)), np.nan)
-    for li, name in enumerate(names):
-        clean_act = cache[name]
-        for h in range(heads[li]):
-            def put_back(act, hook, h=h, clean_act=clean_act):
-                act = act.copy()
-                act[:, h] = clean_act[:, h]
-                return act
-            patched = float(metric(model.run_with_hooks(corrupt_row, fwd_hooks=[(name, put_back)])))
-            scores[li, h] = (patched - corrupt_value) / (clean_value - corrupt_value)
-    return {"scores": scores, "clean": clean_value, "corrupt": corrupt_value, "layers": layers,
-            "position": position, "point": point}
+def analyze(model, x=None, ablate=(), mode="zero", top_k=5, example=None, mask_text=MASK_TEXT):
+    """Where every head looks on one input and what the model answers there, with `ablate` heads
+    ((layer, head) pairs) removed: the studio's analysis (what its grid draws). Returns its JSON as
+    a dict, each layer's "weights" an (H, Tq, Tk) float32 array (exactly the model's)."""
+    model._no_added_hooks("qkv.analyze")
+    if x is None and example is None:
+        example = 0
+    pairs = [(int(h[0]), int(h[1])) if not isinstance(h, str) else tuple(map(int, h.split("."))) for h in ablate]
+    r = json.loads(_qkv.analyze(model._m, _input(model, x, mask_text, example), pairs, mode, int(top_k)))
+    for layer in r["layers"]:
+        q, k = len(layer["query_tokens"]), len(layer["key_tokens"])
+        layer["weights"] = np.stack([np.frombuffer(base64.b64decode(w), dtype="<f4").reshape(q, k) for w in layer["weights"]])
+    return r

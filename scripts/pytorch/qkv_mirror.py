@@ -40,6 +40,7 @@ class Options:
     attn_dropout: float = 0.0   # on the attention weights
     activation: str = "gelu"    # exact erf GELU, or relu
     norm_first: bool = True     # pre-LN (True) or post-LN
+    norm: str = "layer"         # "layer", or "none": no LayerNorm anywhere (compiled programs)
     positional: str = "sinusoidal"
     scale: float = 0.0          # 0 = 1/sqrt(D)
     qk_init_gain: float = 1.0   # init only (w_q, w_k Xavier gain): loaded weights already carry it
@@ -77,6 +78,8 @@ def parse_options(model_section):
             raise DoesNotFit(f"model.{key}: expected a positive number, found {getattr(o, key)}")
     if o.activation not in ("gelu", "relu") or o.positional not in ("sinusoidal", "learned", "rope"):
         raise DoesNotFit(f"model: activation '{o.activation}' / positional '{o.positional}' unknown")
+    if o.norm not in ("layer", "none"):
+        raise DoesNotFit(f"model.norm: expected layer or none, found '{o.norm}'")
     if not o.head_dim and o.d_model % o.heads:
         raise DoesNotFit(f"model.d_model ({o.d_model}) must be divisible by model.heads ({o.heads}) when head_dim is 0")
     for key, archs in (("positional", ("decoder",)), ("tie_embeddings", ("decoder",)), ("attn_only", ("encoder", "decoder"))):
@@ -90,6 +93,11 @@ def parse_options(model_section):
 
 
 # ---- the mirror: one class per qkv layer ----
+
+def layer_norm(o):
+    """A block's LayerNorm; with norm none the identity, so that both formulas become x + f(x)."""
+    return nn.LayerNorm(o.d_model, o.layer_norm_eps) if o.norm == "layer" else nn.Identity()
+
 
 def attention(q, k, v, scale, allowed=None, dropout_p=0.0, training=False, every_row_allowed=False):
     """q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv); allowed broadcastable to (B, H, Tq, Tk),
@@ -234,8 +242,8 @@ class EncoderLayer(nn.Module):
         self.norm_first = o.norm_first
         self.attn = make_attention(o, rope=o.arch == "decoder" and o.positional == "rope")
         self.ff = None if o.attn_only else FeedForward(o)
-        self.norm1 = nn.LayerNorm(o.d_model, o.layer_norm_eps)
-        self.norm2 = None if o.attn_only else nn.LayerNorm(o.d_model, o.layer_norm_eps)
+        self.norm1 = layer_norm(o)
+        self.norm2 = None if o.attn_only else layer_norm(o)
         self.drop1 = nn.Dropout(o.dropout)
 
     def forward(self, x, key_padding_mask=None, is_causal=False, cache=None):
@@ -260,7 +268,7 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.norm_first = o.norm_first
         self.self_attn, self.cross_attn, self.ff = make_attention(o), make_attention(o), FeedForward(o)
-        self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(o.d_model, o.layer_norm_eps) for _ in range(3))
+        self.norm1, self.norm2, self.norm3 = (layer_norm(o) for _ in range(3))
         self.drop1, self.drop2 = nn.Dropout(o.dropout), nn.Dropout(o.dropout)
 
     def forward(self, x, memory, tgt_key_padding_mask=None, memory_key_padding_mask=None):
@@ -310,7 +318,8 @@ def make_positions(o):
 
 
 def final_norm(o):
-    return nn.LayerNorm(o.d_model) if o.norm_first else None  # post-LN layers already end normalised
+    # post-LN layers already end normalised; norm none has no LayerNorm at all
+    return nn.LayerNorm(o.d_model) if o.norm_first and o.norm == "layer" else None
 
 
 class Encoder(nn.Module):

@@ -15,12 +15,14 @@
 #include "qkv/config/config.hpp"
 #include "qkv/dist/comm.hpp"
 #include "qkv/io/checkpoint.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/cpu.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/model/evaluate.hpp"
 #include "qkv/model/fill.hpp"
+#include "qkv/model/input.hpp"
 #include "qkv/model/generate.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "gradchecks.hpp"
@@ -29,31 +31,25 @@
 
 namespace qkv::app {
 namespace fs = std::filesystem;
-int eval(const std::string& path, const std::vector<std::string>& overrides, int threads, bool with_train) {
+int eval(const std::string& path, const std::vector<std::string>& overrides, int threads, bool with_train, bool json) {
   return guarded([&] {
     if (threads > 0) set_num_threads(threads);
     Loaded l = load(path, overrides);
-    // Columns: [train,] validation, test. The train column is the start of the training stream:
-    // with task.train_size > 0 the fixed set training cycled through (its first eval_size examples).
-    std::vector<std::pair<const char*, model::EvalMetrics>> cols;
-    std::size_t train_count = 0;
-    const std::size_t chunk = model::eval_batch_size(l.cfg);
-    if (with_train) {
-      const std::size_t fixed = l.cfg.task.train_size;
-      train_count = fixed ? std::min(fixed, l.cfg.task.eval_size) : l.cfg.task.eval_size;
-      cols.emplace_back("train", model::evaluate(*l.model, l.data->train_examples(0, train_count), chunk));
+    model::EvalRequest request;
+    request.train = with_train;
+    const model::EvalResult r = model::evaluate(l, request);
+    if (json) {
+      print_json(model::to_json(r));
+      return 0;
     }
-    cols.emplace_back("validation", model::evaluate(*l.model, l.data->eval_set(), chunk));
-    cols.emplace_back("test", model::evaluate(*l.model, l.data->test_set(), chunk));
     std::printf("%s: %s, ", path.c_str(), l.task->name().c_str());
-    if (with_train) std::printf("%zu train, ", train_count);
-    std::printf("%zu validation and %zu test examples\n", l.data->eval_set().size(), l.data->test_set().size());
+    for (auto& s : r.splits) std::printf("%zu %s%s", s.examples, s.split.c_str(), s.split == "test" ? " examples\n" : s.split == "validation" ? " and " : ", ");
     std::printf("  %-24s", "");
-    for (auto& [name, _] : cols) std::printf(" %12s", name);
+    for (auto& s : r.splits) std::printf(" %12s", s.split.c_str());
     std::printf("\n");
     auto row = [&](const char* name, auto cell) {
       std::printf("  %-24s", name);
-      for (auto& [_, m] : cols) std::printf(" %12s", cell(m).c_str());
+      for (auto& s : r.splits) std::printf(" %12s", cell(s.metrics).c_str());
       std::printf("\n");
     };
     auto fixed = [](double v, int digits) {
@@ -108,6 +104,7 @@ int attention(const std::string& path, std::size_t example, const std::string& o
     const std::string out = out_arg.empty() ? (fs::path(path).parent_path() / ("attention_" + std::to_string(example) + ".csv")).string() : out_arg;
     io::check_output_path(out, {path}, "--out");
     std::ostringstream csv;
+    csv.precision(9);  // %.9g, as every CSV qkv writes
     csv << "layer,head,query,key,query_token,key_token,weight\n";
     std::printf("held-out example %zu of %s: input", example, l.task->name().c_str());
     for (std::size_t t = 0; t < b.inputs.shape()[1]; ++t) std::printf(" %lld", (long long)b.inputs(0, t));
@@ -232,95 +229,62 @@ int info() {
 }
 
 int generate(const GenerateArgs& a) {
-  return guarded([&] {
+  return guarded_with({{"text", "--prompt"}, {"ids", "--prompt"}}, [&] {
     if (a.threads > 0) set_num_threads(a.threads);
-    if (a.max_tokens > 1000000)
-      throw ValueError("--max-tokens: expected at most 1000000 new tokens, found " + std::to_string(a.max_tokens));
-    if (!(a.temperature >= 0) || !std::isfinite(a.temperature))
-      throw ValueError("--temperature: expected 0 (greedy) or a positive number, found " + std::to_string(a.temperature));
-    if (!(a.top_p > 0 && a.top_p <= 1)) throw ValueError("--top-p: expected a number in (0, 1], found " + std::to_string(a.top_p));
-    io::check_input_file(a.checkpoint, "checkpoint");
-    probe_checkpoint(a.checkpoint);
-    const io::Checkpoint c = io::load_checkpoint(a.checkpoint);
-    const config::Config cfg = config::parse_stored_config(c.config_yaml, a.checkpoint + ":/config");
-    const std::optional<data::Tokenizer> tokenizer = model::stored_tokenizer(c, a.checkpoint);
-    if (cfg.model.arch != nn::Arch::Decoder)
-      throw ValueError(a.checkpoint + " is an " + nn::arch_names().name(cfg.model.arch) +
-                       " model: generate continues text with a decoder-only language model (model.arch: decoder)");
-    const std::size_t V = tokenizer ? tokenizer->size() : data::make_task(cfg.task)->input_vocab();
-    nn::TransformerOptions o = cfg.model;
-    o.max_len = cfg.task.length;
-    Generator init(0);
-    nn::DecoderModel<float> model(V, o, init);
-    io::check_compatible(model.state_dict(), c.model, a.checkpoint);
-    model.load_state_dict(c.model);
-
-    std::vector<Index> prompt;
+    Loaded l = load(a.checkpoint, {}, false);
+    model::GenerateRequest r;
     if (a.ids) {
-      prompt = model::parse_ids(a.prompt, V, "--prompt");
+      as_field("ids", [&] { r.ids = model::parse_ids(a.prompt, l.task->input_vocab(), "ids"); });
     } else {
-      if (!tokenizer)
-        throw ValueError(a.checkpoint + " was trained on the " + cfg.task.name +
-                         " task and has no vocabulary (not a text model): give the prompt as token ids with --ids");
-      prompt = tokenizer->encode(a.prompt, false, "--prompt");
+      r.text = a.prompt;
     }
-    if (prompt.empty()) throw ValueError("--prompt: empty; give at least one character (or token id with --ids)");
-    std::printf("%s", a.prompt.c_str());
-    std::fflush(stdout);
-    model::GenerateOptions g;
-    g.max_tokens = a.max_tokens;
-    g.sampling = {a.temperature, a.top_k, a.top_p};
-    g.seed = a.seed;
-    g.cache = !a.no_cache;
+    r.options.max_tokens = a.max_tokens;
+    r.options.sampling = {a.temperature, a.top_k, a.top_p};
+    r.options.seed = a.seed;
+    r.options.cache = !a.no_cache;
+    const data::Tokenizer* tokenizer = l.task->tokenizer();
+    if (!a.json) {
+      std::printf("%s", a.prompt.c_str());
+      std::fflush(stdout);
+    }
     const auto t0 = std::chrono::steady_clock::now();
-    model::generate(model, prompt, g, [&](Index t) {
-      if (a.ids)
-        std::printf(" %lld", (long long)t);
-      else
-        std::printf("%s", tokenizer->decode(&t, 1).c_str());
+    const model::GenerateResult g = model::generate(l, r, [&](Index t) {
+      if (a.json) return;
+      if (a.ids || !tokenizer) std::printf(" %lld", (long long)t);
+      else std::printf("%s", tokenizer->decode(&t, 1).c_str());
       std::fflush(stdout);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("\n");
+    if (a.json) print_json(model::to_json(g));
+    else std::printf("\n");
     std::fflush(stdout);  // the text ends before the statistics begin, on a terminal and in a log alike
     std::fprintf(stderr, "qkv: %zu tokens in %.2f s: %.1f tokens/s (%s, context %zu, %d thread(s))\n", a.max_tokens, s,
-                 double(a.max_tokens) / std::max(s, 1e-9), g.cache ? "KV cache" : "no cache", o.max_len, num_threads());
+                 double(a.max_tokens) / std::max(s, 1e-9), r.options.cache ? "KV cache" : "no cache",
+                 l.task->input_length(), num_threads());
     return 0;
   });
 }
 
-
 int fill(const FillArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
-    if (a.mask_text.empty()) throw ValueError("--mask-text: empty; give how a mask is written in --text");
     Loaded l = load(a.checkpoint, {}, false);
-    if (!l.task->masked())
-      throw ValueError(a.checkpoint + " is a " + l.task->name() + " model trained without masks (task.objective: " +
-                       data::name(l.cfg.task.objective) + "): fill needs a masked language model (task.objective: masked)");
-    if (a.text.find(a.mask_text) == std::string::npos)
-      throw ValueError("--text: no " + a.mask_text + " in '" + a.text + "': write each position to fill as " + a.mask_text +
-                       " (--mask-text changes the spelling)");
-    const data::Batch row = l.task->text_row(a.text, "--text", a.mask_text);
-    const std::vector<model::Fill> fills = model::fill_masks(*l.model, *l.task, row, a.top_k);
-    std::printf("%s: %s\n", a.checkpoint.c_str(), a.text.c_str());
-    std::string best;  // the row with every mask replaced by its most likely token
-    std::size_t next = 0;
-    for (std::size_t t = 0; t < row.inputs.shape()[1]; ++t) {
-      const Index id = row.inputs(0, t);
-      if (id == l.task->pad_token()) continue;
-      if (next < fills.size() && fills[next].position == t) {
-        const model::Fill& f = fills[next++];
-        std::printf("  mask %zu (position %zu):", next, t);
-        for (auto& [token, p] : f.top) std::printf("  %s %.4f", l.task->token_label(token).c_str(), p);
-        std::printf("\n");
-        best += l.task->token_label(f.top.front().first);
-      } else {
-        best += l.task->token_label(id);
-      }
-      if (l.task->tokenizer() && l.task->tokenizer()->kind() == data::TokenizerKind::Word) best += " ";
+    model::FillRequest r;
+    r.input.text = a.text;
+    r.input.mask_text = a.mask_text;
+    r.top_k = a.top_k;
+    const model::FillResult f = model::fill(l, r);
+    if (a.json) {
+      print_json(model::to_json(f, *l.task));
+      return 0;
     }
-    std::printf("most likely: %s\n", best.c_str());
+    std::printf("%s: %s\n", a.checkpoint.c_str(), a.text.c_str());
+    for (std::size_t i = 0; i < f.fills.size(); ++i) {
+      std::printf("  mask %zu (position %zu):", i + 1, f.fills[i].position);
+      for (auto& c : f.fills[i].top) std::printf("  %s %.4f", l.task->token_label(c.id).c_str(), c.p);
+      std::printf("\n");
+    }
+    std::printf("most likely: %s\n", f.most_likely.c_str());
     return 0;
   });
 }

@@ -24,7 +24,8 @@ struct TrainArgs {
 };
 int train(const TrainArgs& args);
 
-int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads, bool with_train = false);
+int eval(const std::string& checkpoint, const std::vector<std::string>& overrides, int threads, bool with_train = false,
+         bool json = false);
 int inspect(const std::string& checkpoint);
 int attention(const std::string& checkpoint, std::size_t example, const std::string& out);
 /// The float64 gradient checks (gradchecks.hpp): a table, or with `list` their names; `only`
@@ -44,6 +45,7 @@ struct GenerateArgs {
   double top_p = 1.0;
   std::uint64_t seed = 0;
   bool no_cache = false;
+  bool json = false;
   int threads = 0;
 };
 /// Continue a prompt with a decoder-only checkpoint: the prompt and the continuation on stdout
@@ -54,6 +56,7 @@ struct FillArgs {
   std::string checkpoint, text;
   std::string mask_text = data::kMaskText;
   std::size_t top_k = 5;
+  bool json = false;
   int threads = 0;
 };
 /// The most likely fills of every mask in the text, with a masked language model (model/fill.hpp).
@@ -73,6 +76,7 @@ struct HeadsArgs {
   std::string checkpoint, csv;
   std::string similarity;  ///< also write every pair of heads' Jensen-Shannon divergence as CSV
   std::size_t examples = 64;
+  bool json = false;
   int threads = 0;
 };
 /// Per layer and head: entropy, largest weight, previous-token / first-token / self / induction /
@@ -89,6 +93,7 @@ struct AblateArgs {
   std::size_t examples = 0;   ///< test examples evaluated; 0 = the whole test set
   std::string relation;       ///< score only the tokens having this gold relation (grammar); "" = all
   std::string csv, plot;
+  bool json = false;
   int threads = 0;
 };
 /// Test metrics with heads removed: the given heads, each head alone (sorted), or the pruning
@@ -99,6 +104,7 @@ struct SwapArgs {
   std::string checkpoint;
   std::size_t examples = 0;  ///< test examples probed; 0 = the whole test set
   std::uint64_t seed = 0;    ///< draws the replacement values
+  bool json = false;
   int threads = 0;
 };
 /// The value-swap probe of a recall model (interp/value_swap.hpp): does the prediction follow
@@ -124,8 +130,12 @@ struct ViewArgs {
   bool no_snapshots = false;
   int threads = 0;
 };
-/// A self-contained HTML page of every head on one input (docs/viewer.md).
+/// The studio, saved: one self-contained HTML page of every head on one input (docs/viewer.md).
 int view(const ViewArgs& args);
+/// The studio's page (share/studio/) as one file: its style and script inline, `data` (the JSON
+/// the page reads instead of asking a server, docs/viewer.md) in <script id="qkv-data">, and a
+/// Content-Security-Policy that allows no network. `data` must follow the embedding rule.
+std::string offline_page(const std::string& data);
 
 struct PatchArgs {
   std::string checkpoint, clean, corrupt;
@@ -134,6 +144,7 @@ struct PatchArgs {
   bool has_position = false;
   std::size_t position = 0;
   std::string answer, wrong;  ///< tokens; "" = the clean / corrupted run's most likely one
+  std::string point = "hook_z";
   bool json = false;
   int threads = 0;
 };
@@ -150,6 +161,16 @@ struct ServeArgs {
 };
 /// The studio (docs/studio.md): a local web application over the served checkpoints, until Ctrl-C.
 int serve(const ServeArgs& args);
+
+struct CompileArgs {
+  std::string program, out;
+  double scale = 100;          ///< the attention's softmax scale (CompileOptions::attention_scale)
+  std::size_t check = 200000;  ///< inputs checked: the whole domain when it has at most this many
+  int threads = 0;
+};
+/// Compile a rasp program into a checkpoint and its circuit file (compile/compile.hpp), after
+/// checking the model against the program's reference interpreter (docs/compile.md).
+int compile(const CompileArgs& args);
 
 struct SweepArgs {
   std::string file;

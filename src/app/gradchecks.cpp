@@ -200,6 +200,15 @@ std::vector<GradcheckEntry> make_suite() {
                  IndexArray t = ids({B, T}, 5, 17);
                  return check("EncoderModel", [&] { return m.forward(t); }, with_params(m, {}));
                }});
+  s.push_back({"EncoderModel (norm none, relu, learned positions: a compiled program's model)", "model", [] {
+                 Generator gen(14);
+                 auto o = model_opts(nn::Arch::Encoder);
+                 o.layers = 2, o.norm = nn::Norm::None, o.ff.activation = nn::Activation::Relu;
+                 o.positional = nn::Positional::Learned;
+                 nn::EncoderModel<double> m(5, 3, o, gen);
+                 IndexArray t = ids({B, T}, 5, 22);
+                 return check("EncoderModel (norm none)", [&] { return m.forward(t); }, with_params(m, {}));
+               }});
   s.push_back({"Seq2SeqModel (learned positions)", "model", [] {
                  Generator gen(11);
                  auto o = model_opts(nn::Arch::EncoderDecoder);

@@ -14,6 +14,7 @@
 #include "qkv/interp/explain.hpp"
 #include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/value_swap.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/tensor/parallel.hpp"
 
 namespace qkv::app {
@@ -44,12 +45,6 @@ void run_python(const std::string& script, const std::vector<std::string>& args)
     throw io::IoError(script + " failed (it needs /usr/bin/python3 with matplotlib: apt-get install python3-matplotlib)");
 }
 
-// The held-out rows an instrument reports on: the first `examples` of the test split (0: all).
-data::Batch test_rows(const Loaded& l, std::size_t examples) {
-  const data::Batch& test = l.data->test_set();
-  return data::rows(test, 0, examples ? std::min(examples, test.size()) : test.size());
-}
-
 std::string signed_change(double x, bool percent) {
   char b[32];
   std::snprintf(b, sizeof b, percent ? "%+.2f%%" : "%+.4f", percent ? 100 * x : x);
@@ -61,29 +56,30 @@ std::string signed_change(double x, bool percent) {
 int heads(const HeadsArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
-    if (a.examples == 0) throw ValueError("--examples: expected at least 1 held-out example");
     if (!a.csv.empty()) io::check_output_path(a.csv, {a.checkpoint}, "--csv");
     if (!a.similarity.empty()) io::check_output_path(a.similarity, {a.checkpoint, a.csv}, "--similarity");
     Loaded l = load(a.checkpoint, {});
-    interp::HeadScoreOptions o;
-    o.examples = a.examples;
-    const data::Batch& test = l.data->test_set();
-    const auto scores = interp::head_scores(*l.model, *l.task, test, o);
-    const auto baselines = interp::role_baselines(*l.task, data::rows(test, 0, std::min(a.examples, test.size())));
-    std::printf("%s: %s, %zu held-out (test) examples; induction score on %zu random sequences repeated twice\n",
-                a.checkpoint.c_str(), l.task->name().c_str(), std::min(a.examples, test.size()),
-                std::min(a.examples, test.size()));
-    std::printf("%s", interp::format_head_scores(scores, baselines).c_str());
-    std::printf("labels: %sprevious-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); "
-                "docs/instruments.md defines each score\n",
-                baselines.empty() ? "" : "a relation (role score >= 0.5 and 0.1 above its best fixed offset), else ");
+    interp::HeadsRequest request;
+    request.examples = a.examples;
+    request.similarity = !a.similarity.empty();
+    const interp::HeadsResult r = interp::heads(l, request);
+    if (a.json) {
+      print_json(interp::to_json(r));
+    } else {
+      std::printf("%s: %s, %zu held-out (test) examples; induction score on %zu random sequences repeated twice\n",
+                  a.checkpoint.c_str(), l.task->name().c_str(), r.examples, r.examples);
+      std::printf("%s", interp::format_head_scores(r.heads, r.baselines).c_str());
+      std::printf("labels: %sprevious-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); "
+                  "docs/instruments.md defines each score\n",
+                  r.baselines.empty() ? "" : "a relation (role score >= 0.5 and 0.1 above its best fixed offset), else ");
+    }
     if (!a.csv.empty()) {
-      io::write_file_atomic(a.csv, interp::head_scores_csv(scores, baselines));
-      std::printf("wrote %s\n", a.csv.c_str());
+      io::write_file_atomic(a.csv, interp::head_scores_csv(r.heads, r.baselines));
+      if (!a.json) std::printf("wrote %s\n", a.csv.c_str());
     }
     if (!a.similarity.empty()) {
-      io::write_file_atomic(a.similarity, interp::head_divergence_csv(*l.model, interp::head_divergence(*l.model, test, a.examples)));
-      std::printf("wrote %s\n", a.similarity.c_str());
+      io::write_file_atomic(a.similarity, interp::head_divergence_csv(*l.model, r.similarity));
+      if (!a.json) std::printf("wrote %s\n", a.similarity.c_str());
     }
     return 0;
   });
@@ -93,8 +89,11 @@ int swap(const SwapArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
     Loaded l = load(a.checkpoint, {});
-    const data::Batch test = test_rows(l, a.examples);
-    const interp::ValueSwapResult r = interp::value_swap(*l.model, *l.task, test, a.seed);
+    const interp::ValueSwapResult r = interp::value_swap(l, interp::SwapRequest{a.examples, a.seed});
+    if (a.json) {
+      print_json(interp::to_json(r));
+      return 0;
+    }
     std::printf("%s: %s, %zu test examples: in each, the value of the first query's key replaced by another\n",
                 a.checkpoint.c_str(), l.task->name().c_str(), r.examples);
     std::printf("  queries of the swapped keys  %zu\n", r.queries);
@@ -108,75 +107,75 @@ int swap(const SwapArgs& a) {
 int ablate(const AblateArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
-    if (a.prune && a.has_heads) throw ValueError("--prune removes every head in turn: give either --heads or --prune");
     if (!a.plot.empty() && !a.prune) throw ValueError("--plot draws the pruning curve: use it with --prune");
     if (!a.csv.empty()) io::check_output_path(a.csv, {a.checkpoint}, "--csv");
     if (!a.plot.empty()) io::check_output_path(a.plot, {a.checkpoint, a.csv}, "--plot");
     if (!a.plot.empty() && a.plot == a.csv) throw ValueError("--plot and --csv name the same file " + a.plot);
-    const interp::AblationMode mode = interp::ablation_mode_names().parse(a.mode, "--mode");
+    interp::AblateRequest request;
+    request.mode = interp::ablation_mode_names().parse(a.mode, "--mode");
+    request.examples = a.examples;
+    request.relation = a.relation;
+    request.prune = a.prune;
+    request.step = a.step;
     Loaded l = load(a.checkpoint, {});
-    const auto per_layer = interp::heads_per_layer(*l.model);
-    std::vector<interp::HeadRef> chosen;
-    if (a.has_heads) chosen = interp::parse_heads(a.heads, per_layer);
-    const data::Batch test = a.relation.empty() ? test_rows(l, a.examples)
-                                                : interp::restrict_to_relation(*l.task, test_rows(l, a.examples), a.relation);
-    const data::Batch& val = l.data->eval_set();
-    std::vector<Array<float>> means;
-    if (mode == interp::AblationMode::Mean) means = interp::head_means(*l.model, val);
-    const auto* m = mode == interp::AblationMode::Mean ? &means : nullptr;
-    const model::EvalMetrics base = interp::ablated_metrics(*l.model, test, {}, mode, m);
-    std::printf("%s: %s, %zu test examples, %s ablation%s\n", a.checkpoint.c_str(), l.task->name().c_str(), test.size(),
-                a.mode.c_str(), mode == interp::AblationMode::Mean ? " (each head's mean output over the validation set)" : "");
-    std::printf("intact model: loss %.4f, token accuracy %.2f%%\n", base.loss, 100 * base.token_accuracy);
+    if (a.has_heads) request.heads = interp::parse_heads(a.heads, interp::heads_per_layer(*l.model));
+    const interp::AblateResult r = interp::ablate(l, request);
+    if (a.json) print_json(interp::to_json(r));
+    auto say = [&](auto... args) {
+      if (!a.json) std::printf(args...);
+    };
+    const model::EvalMetrics& base = r.intact;
+    const bool mean = request.mode == interp::AblationMode::Mean;
+    say("%s: %s, %zu test examples, %s ablation%s\n", a.checkpoint.c_str(), l.task->name().c_str(), r.examples,
+        a.mode.c_str(), mean ? " (each head's mean output over the validation set)" : "");
+    say("intact model: loss %.4f, token accuracy %.2f%%\n", base.loss, 100 * base.token_accuracy);
     std::string csv;
-
     if (a.prune) {
-      const auto curve = interp::prune_curve(*l.model, val, test, mode, m, a.step);
-      std::printf("pruning curve (Michel et al. 2019: importance |dL/dxi_h| on the validation set, recomputed after "
-                  "each removal)\n%8s %9s %10s %10s  %s\n", "removed", "fraction", "loss", "accuracy", "last removed");
+      say("pruning curve (Michel et al. 2019: importance |dL/dxi_h| on the validation set, recomputed after "
+          "each removal)\n%8s %9s %10s %10s  %s\n", "removed", "fraction", "loss", "accuracy", "last removed");
       csv = "removed,fraction,loss,token_accuracy,sequence_accuracy,heads\n";
-      for (auto& p : curve) {
+      for (auto& p : r.curve) {
         std::string last, all;
         for (std::size_t k = 0; k < p.removed.size(); ++k) all += (k ? " " : "") + interp::head_name(p.removed[k]);
         if (!p.removed.empty()) last = interp::head_name(p.removed.back());
-        std::printf("%8zu %9.3f %10.4f %9.2f%%  %s\n", p.removed.size(), p.fraction, p.metrics.loss,
-                    100 * p.metrics.token_accuracy, last.c_str());
+        say("%8zu %9.3f %10.4f %9.2f%%  %s\n", p.removed.size(), p.fraction, p.metrics.loss, 100 * p.metrics.token_accuracy,
+            last.c_str());
         char line[160];
         std::snprintf(line, sizeof line, "%zu,%.6f,%.9g,%.9g,%.9g,", p.removed.size(), p.fraction, p.metrics.loss,
                       p.metrics.token_accuracy, p.metrics.sequence_accuracy);
         csv += line + all + "\n";
       }
-    } else if (a.has_heads) {
-      const model::EvalMetrics r = interp::ablated_metrics(*l.model, test, chosen, mode, m);
+    } else if (r.ablated) {
+      const model::EvalMetrics& m = r.ablated->metrics;
       std::string names;
-      for (auto& h : chosen) names += (names.empty() ? "" : ",") + interp::head_name(h);
-      std::printf("without %s: loss %.4f (%s), token accuracy %.2f%% (%s)\n", names.c_str(), r.loss,
-                  signed_change(r.loss - base.loss, false).c_str(), 100 * r.token_accuracy,
-                  signed_change(r.token_accuracy - base.token_accuracy, true).c_str());
+      for (auto& h : r.ablated->heads) names += (names.empty() ? "" : ",") + interp::head_name(h);
+      say("without %s: loss %.4f (%s), token accuracy %.2f%% (%s)\n", names.c_str(), m.loss,
+          signed_change(m.loss - base.loss, false).c_str(), 100 * m.token_accuracy,
+          signed_change(m.token_accuracy - base.token_accuracy, true).c_str());
       char line[200];
-      std::snprintf(line, sizeof line, "\"%s\",%.9g,%.9g,%.9g,%.9g\n", names.c_str(), r.loss, r.token_accuracy,
-                    r.loss - base.loss, r.token_accuracy - base.token_accuracy);
+      std::snprintf(line, sizeof line, "\"%s\",%.9g,%.9g,%.9g,%.9g\n", names.c_str(), m.loss, m.token_accuracy,
+                    m.loss - base.loss, m.token_accuracy - base.token_accuracy);
       csv = std::string("heads,loss,token_accuracy,loss_change,accuracy_change\n") + line;
     } else {
-      auto rows = interp::ablate_each(*l.model, test, mode, m);
+      auto rows = r.each;
       std::stable_sort(rows.begin(), rows.end(), [](auto& x, auto& y) { return x.metrics.loss > y.metrics.loss; });
-      std::printf("each head removed alone, most harmful first:\n%6s %10s %10s %10s %10s\n", "head", "loss", "change",
-                  "accuracy", "change");
+      say("each head removed alone, most harmful first:\n%6s %10s %10s %10s %10s\n", "head", "loss", "change", "accuracy",
+          "change");
       csv = "layer,head,loss,token_accuracy,loss_change,accuracy_change\n";
-      for (auto& r : rows) {
-        const interp::HeadRef h = r.heads[0];
-        std::printf("%6s %10.4f %10s %9.2f%% %10s\n", interp::head_name(h).c_str(), r.metrics.loss,
-                    signed_change(r.metrics.loss - base.loss, false).c_str(), 100 * r.metrics.token_accuracy,
-                    signed_change(r.metrics.token_accuracy - base.token_accuracy, true).c_str());
+      for (auto& row : rows) {
+        const interp::HeadRef h = row.heads[0];
+        const model::EvalMetrics& m = row.metrics;
+        say("%6s %10.4f %10s %9.2f%% %10s\n", interp::head_name(h).c_str(), m.loss, signed_change(m.loss - base.loss, false).c_str(),
+            100 * m.token_accuracy, signed_change(m.token_accuracy - base.token_accuracy, true).c_str());
         char line[160];
-        std::snprintf(line, sizeof line, "%zu,%zu,%.9g,%.9g,%.9g,%.9g\n", h.layer, h.head, r.metrics.loss,
-                      r.metrics.token_accuracy, r.metrics.loss - base.loss, r.metrics.token_accuracy - base.token_accuracy);
+        std::snprintf(line, sizeof line, "%zu,%zu,%.9g,%.9g,%.9g,%.9g\n", h.layer, h.head, m.loss, m.token_accuracy,
+                      m.loss - base.loss, m.token_accuracy - base.token_accuracy);
         csv += line;
       }
     }
     if (!a.csv.empty()) {
       io::write_file_atomic(a.csv, csv);
-      std::printf("wrote %s\n", a.csv.c_str());
+      say("wrote %s\n", a.csv.c_str());
     }
     if (!a.plot.empty()) {
       // The script reads the table from a file and draws into a temporary file beside the
@@ -194,7 +193,7 @@ int ablate(const AblateArgs& a) {
         std::remove(png.c_str());
         throw io::IoError("cannot write " + a.plot + ": " + std::strerror(errno));
       }
-      std::printf("wrote %s\n", a.plot.c_str());
+      say("wrote %s\n", a.plot.c_str());
     }
     return 0;
   });
@@ -204,32 +203,18 @@ int explain(const ExplainArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
     Loaded l = load_for(a.checkpoint, a.input);
-    const data::Batch b = input_batch(l, a.input);
-    if (a.has_head && !a.has_layer) throw ValueError("--head " + std::to_string(a.head) + ": give its --layer too");
-    if (a.has_layer && a.has_head) {
-      const interp::QueryExplanation e = interp::explain_query(*l.model, *l.task, b, a.layer, a.head, a.query);
-      if (a.json)
-        std::printf("%s", interp::explanation_json(e).c_str());
-      else
-        std::printf("%s, %s\n%s", a.checkpoint.c_str(), describe_input(a.input).c_str(),
-                    interp::format_explanation(e, a.dims).c_str());
-      return 0;
-    }
-    // Every head (of --layer, or of every layer) explaining the same query.
-    const auto per_layer = interp::heads_per_layer(*l.model);
-    if (a.has_layer && a.layer >= per_layer.size())
-      throw ValueError("--layer " + std::to_string(a.layer) + ": the model has " + std::to_string(per_layer.size()) +
-                       " attention layers (0.." + std::to_string(per_layer.size() - 1) + ")");
-    std::vector<interp::QueryExplanation> all;
-    for (std::size_t layer = 0; layer < per_layer.size(); ++layer) {
-      if (a.has_layer && layer != a.layer) continue;
-      for (std::size_t head = 0; head < per_layer[layer]; ++head)
-        all.push_back(interp::explain_query(*l.model, *l.task, b, layer, head, a.query));
-    }
+    interp::ExplainRequest r;
+    r.input = input_request(a.input, &l);
+    if (a.has_layer) r.layer = a.layer;
+    if (a.has_head) r.head = a.head;
+    r.query = a.query;
+    const std::vector<interp::QueryExplanation> all = interp::explain(l, r);
+    const bool one = a.has_layer && a.has_head;
     if (a.json)
-      std::printf("%s", interp::explanations_json(all).c_str());
+      std::printf("%s", one ? interp::explanation_json(all.front()).c_str() : interp::explanations_json(all).c_str());
     else
-      std::printf("%s, %s\n%s", a.checkpoint.c_str(), describe_input(a.input).c_str(), interp::format_query_survey(all).c_str());
+      std::printf("%s, %s\n%s", a.checkpoint.c_str(), model::describe(r.input).c_str(),
+                  one ? interp::format_explanation(all.front(), a.dims).c_str() : interp::format_query_survey(all).c_str());
     return 0;
   });
 }

@@ -1,45 +1,82 @@
 #include "loaded.hpp"
 
-#include "probe.hpp"
-#include "runtime.hpp"
+#include <cstring>
 
-#include <cstdio>
+#include "probe.hpp"
+#include "qkv/io/files.hpp"
 
 namespace qkv::app {
+
+std::string flag_name(const std::string& field, const FlagNames& renames) {
+  std::string f = renamed_field(field, renames);
+  if (f != field) return f.substr(0, f.find('['));
+  f = f.substr(0, f.find('['));  // "ids[3]": the flag holds them all
+  for (const char* prefix : {"input.", "options.sampling.", "options."})
+    if (f.rfind(prefix, 0) == 0) f = f.substr(std::strlen(prefix));
+  if (f == "ids") return "--text";  // --ids makes --text a list of token ids
+  for (char& c : f)
+    if (c == '_') c = '-';
+  return "--" + f;
+}
+
+int guarded_with(const FlagNames& flags, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const config::ConfigError& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 2;
+  } catch (const io::IoError& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 1;
+  } catch (const OptionError& e) {
+    if (e.owner != "request") {
+      std::fprintf(stderr, "qkv: %s\n", e.what());
+      return 2;
+    }
+    auto name = [&](const std::string& f) { return flag_name(f, flags); };
+    std::fprintf(stderr, "qkv: %s\n", e.report(name).c_str());
+    return 2;
+  } catch (const ValueError& e) {
+    std::fprintf(stderr, "qkv: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qkv: error: %s\n", e.what());
+    return 1;
+  }
+}
 
 Loaded load(const std::string& path, const std::vector<std::string>& overrides, bool with_data) {
   io::check_input_file(path, "checkpoint");
   probe_checkpoint(path);
-  const io::Checkpoint c = io::load_checkpoint(path);
-  if (with_data) {
-    // The held-out sets a stored config (or a --set) asks for must fit in memory.
-    const config::Config cfg = config::parse_stored_config(c.config_yaml, path + ":/config", overrides);
-    const std::size_t need = config::estimate_data_bytes(cfg), have = physical_memory_bytes();
-    if (have > 0 && need > have) {
-      char msg[200];
-      std::snprintf(msg, sizeof msg,
-                    "its held-out sets would need about %.3g GB (task.eval_size %zu, task.length %zu), more than the "
-                    "%.3g GB of memory available",
-                    double(need) / 1e9, cfg.task.eval_size, cfg.task.length, double(have) / 1e9);
-      throw config::ConfigError(path + ":/config", 0, "task.eval_size", msg);
-    }
+  return model::load_model(path, model::LoadOptions{overrides, with_data, io::physical_memory_bytes()});
+}
+
+Loaded load_with_data(const std::string& path, std::string& data_note) {
+  try {
+    data_note.clear();
+    return load(path, {}, true);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    data_note = std::string("which could not be loaded (") + e.what() + ")";
+    return load(path, {}, false);
   }
-  return model::load_model(c, path, overrides, with_data);
+}
+
+model::InputRequest input_request(const InputChoice& in, const Loaded* l) {
+  model::InputRequest r;
+  r.mask_text = in.mask_text;
+  if (!in.has_text) {
+    r.example = in.example;
+  } else if (in.ids) {
+    as_field("ids", [&] { r.ids = model::parse_ids(in.text, l ? l->task->input_vocab() : std::size_t(-1), "ids"); });
+  } else {
+    r.text = in.text;
+  }
+  return r;
 }
 
 Loaded load_for(const std::string& path, const InputChoice& in) { return load(path, {}, !in.has_text); }
-
-data::Batch input_batch(const Loaded& l, const InputChoice& in) {
-  if (!in.has_text) {
-    const data::Batch& eval = l.data->eval_set();
-    if (in.example >= eval.size())
-      throw ValueError("--example " + std::to_string(in.example) + ": the held-out set has " + std::to_string(eval.size()) +
-                       " examples (0.." + std::to_string(eval.size() - 1) + ")");
-    return data::rows(eval, in.example, in.example + 1);
-  }
-  if (in.ids) return data::ids_row(*l.task, model::parse_ids(in.text, l.task->input_vocab(), "--text"), "--text");
-  return l.task->text_row(in.text, "--text", in.mask_text);
-}
 
 std::string percent(double x) {
   if (!(x >= 0)) return "-";
@@ -48,9 +85,6 @@ std::string percent(double x) {
   return b;
 }
 
-std::string describe_input(const InputChoice& in) {
-  if (!in.has_text) return "held-out example " + std::to_string(in.example);
-  return std::string(in.ids ? "tokens '" : "text '") + in.text + "'";
-}
+void print_json(const std::string& json) { std::printf("%s\n", json.c_str()); }
 
 }  // namespace qkv::app

@@ -1,59 +1,57 @@
 #pragma once
-// What the commands that read a trained model share: exit-status mapping, loading a checkpoint
-// into a model, and the one input an instrument looks at (--text or --example).
+// What the commands that read a trained model share: exit statuses, loading a checkpoint (probed
+// first in a child process), the one input an instrument reads (--text, --ids, --example), and how
+// the command line spells a request's fields in error messages.
 
 #include <cstdio>
-#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
 #include "qkv/config/config.hpp"
-#include "qkv/data/tasks.hpp"
 #include "qkv/io/io_error.hpp"
+#include "qkv/model/input.hpp"
 #include "qkv/model/load.hpp"
-#include "qkv/io/files.hpp"
 
 namespace qkv::app {
 
-/// Run a command, mapping exceptions to exit statuses: config and argument errors 2, others 1.
+/// Field-to-flag renames for one command (a field "clean." with a trailing dot renames every
+/// field below it); the rest are "--" + the field's last part with '_' written '-' ("top_k" ->
+/// "--top-k", "input.example" -> "--example", "options.sampling.top_p" -> "--top-p").
+using FlagNames = std::vector<std::pair<std::string, std::string>>;
+/// The flag that spells `field` (FlagNames).
+std::string flag_name(const std::string& field, const FlagNames& renames = {});
+
+/// Run a command, mapping exceptions to exit statuses: config and argument errors 2, others 1. A
+/// request's field error is printed with the field spelt as its flag.
+int guarded_with(const FlagNames& flags, const std::function<int()>& body);
 template <class F>
 int guarded(F&& body) {
-  try {
-    return body();
-  } catch (const config::ConfigError& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 2;
-  } catch (const io::IoError& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 1;
-  } catch (const ValueError& e) {
-    std::fprintf(stderr, "qkv: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "qkv: error: %s\n", e.what());
-    return 1;
-  }
+  return guarded_with({}, std::forward<F>(body));
 }
 
 /// A trained model rebuilt from a checkpoint (model::LoadedModel).
 using Loaded = model::LoadedModel;
 
-/// Load `path` after checking it is a readable regular file and probing it (see probe.hpp).
-/// `overrides`: task.* keys only. Without `with_data` a text model does not read its corpus.
+/// Load `path` after checking it is a readable regular file and probing it (see probe.hpp), within
+/// this machine's memory. `overrides`: task.* keys only. Without `with_data` a text model does not
+/// read its corpus.
 Loaded load(const std::string& path, const std::vector<std::string>& overrides, bool with_data = true);
+/// Load `path` with its data when it can be had, else without it, with `data_note` saying why
+/// ("which could not be loaded (...)": a text model whose corpus is not on this machine still
+/// reads typed text). A config error is thrown.
+Loaded load_with_data(const std::string& path, std::string& data_note);
 
-/// The checkpoint loaded with what `in` needs (no corpus for --text).
+/// The request of --text / --ids / --example, and the checkpoint loaded with what it needs (no
+/// corpus for text).
+model::InputRequest input_request(const InputChoice& in, const Loaded* l = nullptr);
 Loaded load_for(const std::string& path, const InputChoice& in);
-/// One row: the tokens of --text (targets: the next tokens within the text for next-token tasks,
-/// else unscored), or held-out example N. ValueError for text with characters outside the
-/// vocabulary, empty text, text longer than the model's context, a non-text model given text
-/// without --ids, an encoder-decoder model given text, or an example index past the set.
-data::Batch input_batch(const Loaded& l, const InputChoice& in);
+
 /// "12.34%", or "-" for a metric not measured yet (negative or NaN).
 std::string percent(double x);
 
-/// "held-out example 3" or "text 'abc'", for titles.
-std::string describe_input(const InputChoice& in);
+/// Print `json` (one document) and a newline.
+void print_json(const std::string& json);
 
 }  // namespace qkv::app

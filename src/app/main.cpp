@@ -136,7 +136,9 @@ int main(int argc, char** argv) {
   eval->add_option("--threads", eval_threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
   eval->add_flag("--train", eval_train,
                  "Also a train column: the start of the training stream (with task.train_size, the fixed set)");
-  eval->callback([&] { status = qkv::app::eval(ckpt, eval_overrides, eval_threads, eval_train); });
+  bool eval_json = false;
+  eval->add_flag("--json", eval_json, "Every number as JSON, for tools");
+  eval->callback([&] { status = qkv::app::eval(ckpt, eval_overrides, eval_threads, eval_train, eval_json); });
 
   auto* inspect = app.add_subcommand("inspect", "Show a checkpoint: HDF5 tree, shapes, statistics, config");
   inspect->add_option("checkpoint", ckpt, "Checkpoint (.h5)")->required();
@@ -193,6 +195,7 @@ int main(int argc, char** argv) {
   gen->add_option("--seed", g.seed, "Sampling seed: the same seed gives the same text (default 0)")->check(whole_number(0));
   gen->add_flag("--no-cache", g.no_cache, "Recompute the whole window for every token instead of using the KV cache");
   gen->add_option("--threads", g.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
+  gen->add_flag("--json", g.json, "The prompt's and the new tokens' ids and the new text as JSON, at the end");
   gen->callback([&] { status = qkv::app::generate(g); });
 
   qkv::app::FillArgs fl;
@@ -204,6 +207,7 @@ int main(int argc, char** argv) {
                    "How a mask is written in --text (default [MASK]); to have the characters [MASK] themselves in the "
                    "text, choose another spelling, e.g. --mask-text _");
   fill->add_option("--threads", fl.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
+  fill->add_flag("--json", fl.json, "Every number as JSON, for tools");
   fill->callback([&] { status = qkv::app::fill(fl); });
 
   // The instruments: one input is --text (or --ids) or --example.
@@ -230,6 +234,7 @@ int main(int argc, char** argv) {
   heads->add_option("--csv", hd.csv, "Also write the table as CSV");
   heads->add_option("--similarity", hd.similarity,
                     "Also write how alike every two heads of a layer attend (Jensen-Shannon divergence, bits) as CSV");
+  heads->add_flag("--json", hd.json, "Every number as JSON, for tools");
   heads->callback([&] { status = qkv::app::heads(hd); });
 
   qkv::app::SwapArgs sw;
@@ -237,6 +242,7 @@ int main(int argc, char** argv) {
                           sw.checkpoint, sw.threads);
   swap->add_option("--examples", sw.examples, "Test examples probed (default: all)")->check(whole_number(1));
   swap->add_option("--seed", sw.seed, "Seed of the replacement values (default 0)")->check(whole_number(0));
+  swap->add_flag("--json", sw.json, "Every number as JSON, for tools");
   swap->callback([&] { status = qkv::app::swap(sw); });
 
   qkv::app::AblateArgs ab;
@@ -251,6 +257,7 @@ int main(int argc, char** argv) {
                      "Score only the tokens that have this gold relation, e.g. verb-object for verb->object (grammar models; qkv heads lists them)");
   ablate->add_option("--csv", ab.csv, "Write the table as CSV");
   ablate->add_option("--plot", ab.plot, "With --prune: draw the curve as PNG (matplotlib)");
+  ablate->add_flag("--json", ab.json, "Every number as JSON, for tools");
   ablate->callback([&] {
     ab.has_heads = ablate->count("--heads") > 0;
     status = qkv::app::ablate(ab);
@@ -292,8 +299,9 @@ int main(int argc, char** argv) {
   patch->add_flag("--ids", pa.ids, "--clean, --corrupt, --answer and --wrong are token ids (synthetic tasks)");
   patch->add_option("--mask-text", pa.mask_text, "How a mask is written in the inputs, for masked models (default [MASK])");
   patch->add_option("--position", pa.position,
-                    "Output position measured (default: the first mask of a masked model's clean input, else the last)")
+                    "Output position measured (default: the first mask of the clean input, else of the corrupted input, else the last position)")
       ->check(whole_number(0));
+  patch->add_option("--point", pa.point, "The hook point patched per head: hook_z (default), hook_q, hook_k, hook_v, hook_pattern");
   patch->add_option("--answer", pa.answer, "The clean answer token (default: the clean run's most likely token there)");
   patch->add_option("--wrong", pa.wrong, "The corrupted answer token (default: the corrupted run's most likely token)");
   patch->add_flag("--json", pa.json, "Every number as JSON, for tools");
@@ -301,6 +309,17 @@ int main(int argc, char** argv) {
     pa.has_position = patch->count("--position") > 0;
     status = qkv::app::patch(pa);
   });
+
+  qkv::app::CompileArgs cp;
+  auto* compile = app.add_subcommand("compile", "Compile a rasp program into a model's weights (a checkpoint) and its "
+                                                "circuit file, checked against the program first (docs/compile.md)");
+  compile->add_option("program", cp.program, "Program (.rasp)")->required();
+  compile->add_option("--out", cp.out, "Checkpoint to write (.h5); the circuit goes beside it (.circuit.json)")->required();
+  compile->add_option("--scale", cp.scale, "Attention softmax scale lambda (default 100)")->check(real_number(1, 1e4));
+  compile->add_option("--check", cp.check, "Inputs checked: the whole domain when it has at most this many, else this "
+                                           "many random ones (default 200000)")->check(whole_number(1));
+  compile->add_option("--threads", cp.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
+  compile->callback([&] { status = qkv::app::compile(cp); });
 
   qkv::app::ServeArgs sv;
   auto* serve = app.add_subcommand("serve", "The studio: a local web page to type inputs and watch every head of your "

@@ -5,33 +5,33 @@
 #include "loaded.hpp"
 #include "qkv/interp/patching.hpp"
 #include "qkv/tensor/parallel.hpp"
-#include "serve_api.hpp"
 
 namespace qkv::app {
 
 int patch(const PatchArgs& a) {
-  return guarded([&] {
+  return guarded_with({{"clean.", "--clean"}, {"corrupt.", "--corrupt"}}, [&] {
     if (a.threads > 0) set_num_threads(a.threads);
     Loaded l = load(a.checkpoint, {}, false);  // typed inputs only: a text model's corpus is not read
-    const data::Task& task = *l.task;
-    auto row = [&](const std::string& text, const std::string& what) {
-      return a.ids ? data::ids_row(task, model::parse_ids(text, task.input_vocab(), what), what)
-                   : task.text_row(text, what, a.mask_text);
-    };
-    const data::Batch clean = row(a.clean, "--clean"), corrupt = row(a.corrupt, "--corrupt");
-    interp::PatchingOptions o;
-    if (a.has_position) o.position = a.position;
-    if (!a.answer.empty()) o.answer = token_class(task, task.num_classes(), a.answer, a.ids, "--answer");
-    if (!a.wrong.empty()) o.wrong = token_class(task, task.num_classes(), a.wrong, a.ids, "--wrong");
-    const interp::PatchingResult r = interp::patch_heads(*l.model, task, clean, corrupt, o);
+    interp::PatchRequest r;
+    for (auto [text, input] : {std::pair{&a.clean, &r.clean}, {&a.corrupt, &r.corrupt}}) {
+      InputChoice in;
+      in.has_text = true, in.text = *text, in.ids = a.ids, in.mask_text = a.mask_text;
+      *input = input_request(in, &l);
+    }
+    if (a.has_position) r.position = a.position;
+    if (!a.answer.empty()) r.answer = a.answer;
+    if (!a.wrong.empty()) r.wrong = a.wrong;
+    r.ids = a.ids;
+    r.point = a.point;
+    const interp::PatchingResult result = interp::patch(l, r);
     if (a.json) {
-      std::printf("%s", interp::patching_json(r, task).c_str());
+      std::printf("%s", interp::patching_json(result, *l.task).c_str());
       return 0;
     }
     const char* kind = a.ids ? "tokens" : "text";
     std::printf("%s: activation patching, %zu tokens\n  clean    %s '%s'\n  corrupt  %s '%s'\n%s", a.checkpoint.c_str(),
-                std::size_t(clean.inputs.shape()[1]), kind, a.clean.c_str(), kind, a.corrupt.c_str(),
-                interp::format_patching(r, task).c_str());
+                result.clean_tokens.size(),
+                kind, a.clean.c_str(), kind, a.corrupt.c_str(), interp::format_patching(result, *l.task).c_str());
     return 0;
   });
 }

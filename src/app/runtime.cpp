@@ -82,10 +82,4 @@ InterruptScope::InterruptScope() {
 InterruptScope::~InterruptScope() { std::signal(SIGINT, g_previous); }
 bool InterruptScope::requested() { return g_interrupted; }
 
-std::size_t physical_memory_bytes() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return 0;
-  return std::size_t(pages) * std::size_t(page);
-}
-
 }  // namespace qkv::app

@@ -37,7 +37,5 @@ class InterruptScope {
   static bool requested();
 };
 
-/// Physical memory of this machine in bytes (sysconf), 0 if unknown.
-std::size_t physical_memory_bytes();
 
 }  // namespace qkv::app

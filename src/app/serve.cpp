@@ -17,7 +17,7 @@
 #include "qkv/tensor/parallel.hpp"
 #include "runtime.hpp"
 #include "serve_api.hpp"
-#include "serve_json.hpp"
+#include "qkv/io/json.hpp"
 
 namespace qkv::app {
 namespace {

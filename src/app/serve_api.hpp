@@ -1,7 +1,10 @@
 #pragma once
 // The studio's requests (docs/studio.md): every endpoint of `qkv serve` as a function of the
 // request, free of HTTP and sockets. serve.cpp puts it behind cpp-httplib; the tests and the fuzz
-// target (tests/fuzz/fuzz_serve.cpp) call Studio::handle directly.
+// target (tests/fuzz/fuzz_serve.cpp) call Studio::handle directly. The files by concern:
+// serve_routes.cpp (routing, the models and the assets), serve_requests.cpp (the endpoints that
+// run a model: the JSON read into the library's request structs, the answer the library's JSON);
+// following a run is the library's (runs/follow.hpp).
 //
 // Concurrency: a model's hooks are state of its modules (an ablation or a recording hook is added
 // for one request and removed after it), so a model instance runs one request at a time, under its
@@ -19,11 +22,10 @@
 #include <utility>
 #include <vector>
 
-#include "qkv/data/tasks.hpp"
-#include "qkv/interp/snapshots.hpp"
-#include "qkv/model/evaluate.hpp"
+#include "qkv/interp/ablation.hpp"
+#include "qkv/io/json.hpp"
 #include "qkv/model/load.hpp"
-#include "qkv/tensor/tensor.hpp"
+#include "qkv/runs/follow.hpp"
 
 namespace qkv::app {
 
@@ -52,26 +54,31 @@ struct StudioOptions {
   std::size_t max_body = 64 * 1024;  ///< request bodies larger than this get 413
 };
 
-/// A checkpoint as the studio serves it: the model, its data when it could be had, and what
-/// held-out work is cached. Two instances of the weights: `loaded.model` answers the interactive
-/// requests (analyze, explain, patch) under `mutex`; `batch` does the slow held-out work (held-out
-/// metrics, the means of mean ablation) under `batch_mutex`, so that typing never waits behind it.
-/// Locks are taken in the order mutex, batch_mutex, means_mutex.
+/// A request that cannot be served as asked, with its HTTP status: 404, 405, 413, 415 (a bad field
+/// is a ValueError or a field error: 400).
+class RequestError : public ValueError {
+ public:
+  explicit RequestError(const std::string& what, int status = 400) : ValueError(what), status_(status) {}
+  int status() const { return status_; }
+
+ private:
+  int status_;
+};
+
+/// A checkpoint as the studio serves it: two instances of its weights over one task and one data.
+/// `loaded` answers the interactive requests (analyze, explain, patch, attribute) under `mutex`;
+/// `batch` does the slow held-out work (held-out metrics, the means of mean ablation) under
+/// `batch_mutex`, so that typing never waits behind it. Locks are taken in the order mutex,
+/// batch_mutex. Each instance keeps its AblationCache; the means are made on `batch` and shared.
 struct ServedModel {
   std::mutex mutex;  ///< held while loaded.model runs: its hooks are per-call state of its modules
   model::LoadedModel loaded;
+  interp::AblationCache cache;
   std::mutex batch_mutex;  ///< held while `batch` runs
-  std::unique_ptr<model::TaskModel> batch;
+  model::LoadedModel batch;
+  interp::AblationCache batch_cache;
   bool with_data = false;  ///< held-out examples, mean ablation and held-out metrics available
   std::string data_note;   ///< why not, when not ("" otherwise)
-  std::map<std::size_t, model::EvalMetrics> intact_heldout;  ///< by number of test examples (batch_mutex)
-  /// The intact model's loss, accuracy and scored positions on the last input analysed with heads
-  /// removed, and that input's tokens and targets: toggling heads on one input runs it once (mutex).
-  std::string intact_key;
-  std::vector<double> intact_score;
-  std::mutex means_mutex;
-  /// Mean ablation: head_means of the validation set, made on first use (means_mutex).
-  std::shared_ptr<const std::vector<Array<float>>> means;
 };
 
 /// A loaded model ready to serve: its batch instance made (the same weights), its test split made
@@ -83,10 +90,11 @@ std::unique_ptr<ServedModel> serve_model(model::LoadedModel loaded, std::string 
 /// can be read, else without it (data_note says why). Throws what loading throws otherwise.
 std::unique_ptr<ServedModel> load_served(const std::string& path, bool want_data = true);
 
-/// The class id a token names, for --answer / --wrong and the patch request's answer and wrong:
-/// with `ids` (or a task without a tokenizer) a whole number, else text that the task's tokenizer
-/// reads as exactly one token. ValueError naming `what` otherwise, or for a class >= `classes`.
-Index token_class(const data::Task& task, std::size_t classes, const std::string& token, bool ids, const std::string& what);
+/// The summary /api/models gives of one model (`index` among the served ones), also what the page
+/// qkv view saves holds: path, task, arch, objective, tokenizer, mask text, context, vocabulary,
+/// layers, data, and the first input (`suggestion`) and pair to patch (`patch`) to show.
+void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel& l, bool with_data,
+                   const std::string& data_note);
 
 /// How `qkv serve --host HOST --port PORT` is exposed. On a loopback address (127.0.0.0/8,
 /// localhost, ::1) the studio answers only Host headers naming it (127.0.0.1:PORT, localhost:PORT,
@@ -110,21 +118,18 @@ class Studio {
  private:
   StudioResponse route(const StudioRequest& r);
   std::string models_json();
+  std::string reload(const std::string& body);
+  std::string snapshot_json(const StudioRequest& r);
+  ServedModel& model_of(const json::Fields& f);
+  // The endpoints that run a model (serve_requests.cpp): parse, call the library, answer its JSON.
   std::string analyze(const std::string& body, bool explain_only);
   std::string heldout(const std::string& body);
   std::string patch(const std::string& body);
-  std::string reload(const std::string& body);
-  std::string run_json();
-  std::string snapshot_json(const StudioRequest& r);
-  // The run's snapshots, re-read when the file changes (its mtime and size); `version` changes with them.
-  std::shared_ptr<const interp::Snapshots> snapshots(std::string& note, std::int64_t* version = nullptr);
+  std::string heads(const std::string& body);
 
   std::vector<std::unique_ptr<ServedModel>> models_;
   StudioOptions options_;
-  std::mutex run_mutex_;
-  std::shared_ptr<const interp::Snapshots> snapshots_;
-  std::int64_t snapshots_stamp_ = -1;
-  std::string snapshots_error_;
+  std::unique_ptr<runs::RunFollower> run_;
 };
 
 }  // namespace qkv::app

@@ -100,7 +100,9 @@ SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& ex
   std::vector<std::string> seeds;
   for (auto s : seed_override.empty() ? file.seeds : seed_override) seeds.push_back(std::to_string(s));
 
-  // Every combination of the grid, in order (the last key varies fastest), times every seed.
+  // Every combination of the grid, in order (the last key varies fastest), times every seed, each
+  // validated on the base config read once: listing a sweep costs a constant per run.
+  const config::Config base = config::load_config(plan.base, common);
   const auto names = short_names(plan.grid_keys);
   std::vector<std::size_t> idx(values.size(), 0);
   while (true) {
@@ -115,7 +117,7 @@ SweepPlan load_sweep(const std::string& path, const std::vector<std::string>& ex
       run.name = dir_safe(name + "seed=" + seed);
       run.overrides = common;
       run.overrides.insert(run.overrides.end(), run.settings.begin(), run.settings.end());
-      config::load_config(plan.base, run.overrides);  // validate before anything runs
+      config::apply_overrides(base, run.settings);  // validate before anything runs
       plan.runs.push_back(std::move(run));
     }
     std::size_t k = values.size();

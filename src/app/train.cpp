@@ -9,10 +9,11 @@
 #include "loaded.hpp"
 #include "probe.hpp"
 #include "progress.hpp"
-#include "run.hpp"
+#include "qkv/runs/training.hpp"
 #include "runtime.hpp"
 #include "qkv/dist/comm.hpp"
 #include "qkv/kernels/bf16.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/version.hpp"
 
@@ -32,7 +33,7 @@ void perturb_for_tests(train::Session& s) {
 int train(const TrainArgs& a) {
   return guarded([&] {
     if (a.has_out && a.out.empty()) throw ValueError("--out: empty; give the run directory");
-    config::Config cfg = config::load_config(a.config, a.overrides, physical_memory_bytes());
+    config::Config cfg = config::load_config(a.config, a.overrides, io::physical_memory_bytes());
     if (a.strict && !train::choose_precision(cfg).note.empty())
       throw config::ConfigError(cfg.source, 0, "train.precision",
                                 "bf16 refused by --strict: " + kernels::bf16_support().reason +
@@ -45,7 +46,7 @@ int train(const TrainArgs& a) {
     int threads = a.threads > 0 ? a.threads : cfg.train.threads;
     if (threads == 0 && comm.local_size() > 1) threads = std::max(1, num_threads() / comm.local_size());  // cores are shared
 
-    const train::RunOptions o = run_options(a.resume, a.out, a.overwrite, a.stop_after);
+    const train::RunOptions o = runs::run_options(a.resume, a.out, a.overwrite, a.stop_after);
     const std::string dir = a.out.empty() ? cfg.run.out : a.out;
     Progress progress(std::int64_t(cfg.train.steps), !a.quiet && comm.is_root());
     InterruptScope interrupt;
@@ -83,7 +84,7 @@ int train(const TrainArgs& a) {
 
     train::RunResult r;
     try {
-      r = run_training(cfg, o, cb, comm, [&](const std::string& note) { progress.message("qkv: " + note); }, threads);
+      r = runs::train_with_snapshots(cfg, o, cb, comm, [&](const std::string& note) { progress.message("qkv: " + note); }, threads);
     } catch (const train::RanksOutOfSync& e) {
       if (comm.is_root())  // every rank sees the mismatch and stops; one message
         std::fprintf(stderr, "qkv: %s. Stopping without writing the checkpoint; the last one is %s\n", e.what(),

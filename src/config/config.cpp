@@ -310,6 +310,7 @@ std::vector<Field> fields(Config& c) {
           field("model", "attn_dropout", "attn.dropout", m.attn.dropout),
           field("model", "activation", "ff.activation", m.ff.activation, nn::activation_names()),
           field("model", "norm_first", m.norm_first),
+          field("model", "norm", m.norm, nn::norm_names()),
           field("model", "positional", m.positional, nn::positional_names()),
           field("model", "attention", "attn.impl", m.attn.impl, nn::attention_impl_names()),
           field("model", "scale", "attn.scale", m.attn.scale),
@@ -330,6 +331,8 @@ std::vector<Field> fields(Config& c) {
           field("task", "objective", t.objective, data::objective_names()),
           field("task", "mask_rate", t.mask_rate),
           field("task", "language", t.language, data::language_names()),
+          field("task", "grammar", t.grammar),
+          field("task", "program", t.program),
           field("optimizer", "name", o.name, optim::optimizer_names()),
           field("optimizer", "lr", o.lr),
           field("optimizer", "weight_decay", o.weight_decay),
@@ -596,6 +599,12 @@ double estimate_bytes(const Config& c) {
 // Shortest decimal text that reads back to the same double.
 std::string exact(double x) {
   char buf[64];
+  // Whole numbers as decimals ("100.0", not "1e+02", which YAML 1.1 readers such as PyYAML take
+  // for a string); the others in the fewest significant digits that read back exactly.
+  if (x == std::floor(x) && std::fabs(x) < 1e15) {
+    std::snprintf(buf, sizeof buf, "%.1f", x);
+    return buf;
+  }
   for (int p = 1; p <= 17; ++p) {
     std::snprintf(buf, sizeof buf, "%.*g", p, x);
     if (std::strtod(buf, nullptr) == x) break;
@@ -611,9 +620,12 @@ std::string yaml_quoted(const std::string& s) {
     if (ch == '"' || ch == '\\') {
       out += '\\';
       out += static_cast<char>(ch);
+    } else if (ch == '\n') {  // a program's text (task.program) is many lines
+      out += "\\n";
     } else if (ch < 0x20) {
+      // \u, which YAML and JSON both read (qkv.load parses the stored config as JSON scalars).
       char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      std::snprintf(buf, sizeof buf, "\\u%04x", ch);
       out += buf;
     } else {
       out += static_cast<char>(ch);

@@ -1,30 +1,19 @@
-// The grammar task: a lexicon, a frame grammar with semantic restrictions, its realisation in
-// Chinese and English, the gold relations, and an analyser that recovers a sentence's frame from
-// its text. docs/tasks.md describes the lexicon and the rules; a verb, a noun or a modifier is
-// added by a line in its table below.
+// The grammar task, and its grammar v1: a lexicon, a frame grammar with semantic restrictions,
+// its realisation in Chinese and English, the gold relations, and an analyser that recovers a
+// sentence's frame from its text. docs/tasks.md describes the lexicon and the rules. v1 stays in
+// C++ (its batches are those of the checkpoints and experiments trained on it); v2 and a user's
+// grammars are files read by grammar_engine.cpp.
 #include "qkv/data/grammar.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
+#include "grammar_text.hpp"
 #include "masking.hpp"
 #include "qkv/tensor/parallel.hpp"
 
 namespace qkv::data {
 namespace {
-
-// The words of `s`, split at whitespace.
-std::vector<std::string> split_words(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t i = s.find_first_not_of(" \t\n\r");
-  while (i != std::string::npos) {
-    const std::size_t j = std::min(s.size(), s.find_first_of(" \t\n\r", i));
-    out.push_back(s.substr(i, j - i));
-    i = s.find_first_not_of(" \t\n\r", j);
-  }
-  return out;
-}
 
 // ---- the lexicon ----
 
@@ -588,15 +577,7 @@ std::vector<std::string> lexicon_words(Language language) {
     if (zh) add(f);
   for (const char* f : {"also", "often", "the", "to", "was", "were", "by", "."})
     if (!zh) add(f);
-  if (!zh) {  // multi-word entries ("every day") are several words
-    std::vector<std::string> split;
-    for (const std::string& s : w)
-      for (std::string& part : split_words(s)) split.push_back(std::move(part));
-    w = std::move(split);
-  }
-  std::sort(w.begin(), w.end());
-  w.erase(std::unique(w.begin(), w.end()), w.end());
-  return w;
+  return lexicon_list(std::move(w), language);  // multi-word entries ("every day") are several words
 }
 
 GrammarSentence make_sentence(const Words& words, Language language) {
@@ -615,57 +596,6 @@ GrammarSentence make_sentence(const Words& words, Language language) {
 }
 
 // ---- analysis ----
-
-std::string lower_ascii(std::string s) {
-  for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
-  return s;
-}
-
-
-// The sentence as the realiser writes it: zh without whitespace, en lowercased with single spaces;
-// both ending in their full stop.
-std::string canonical(Language language, const std::string& text) {
-  if (language == Language::Zh) {
-    std::string s;
-    for (const std::string& w : split_words(text)) s += w;
-    const std::string stop = "。";
-    if (s.size() < stop.size() || s.compare(s.size() - stop.size(), stop.size(), stop) != 0) s += stop;
-    return s;
-  }
-  std::vector<std::string> words = split_words(lower_ascii(text));
-  if (!words.empty() && words.back() != "." && words.back().back() == '.') {  // "apples." -> "apples" "."
-    words.back().pop_back();
-    words.push_back(".");
-  }
-  if (words.empty() || words.back() != ".") words.push_back(".");
-  std::string s;
-  for (const std::string& w : words) s += (s.empty() ? "" : " ") + w;
-  return s;
-}
-
-// The first word that is not in the lexicon, "" when every word is. zh: the text is covered by
-// lexicon words (a reachability scan); the error is at the furthest point reached.
-std::string unknown_word(Language language, const std::string& text) {
-  const std::vector<std::string> lexicon = lexicon_words(language);
-  if (language == Language::En) {
-    for (const std::string& w : split_words(text))
-      if (!std::binary_search(lexicon.begin(), lexicon.end(), w)) return "'" + w + "' is not a word of the en lexicon";
-    return "";
-  }
-  std::vector<bool> reach(text.size() + 1, false);
-  reach[0] = true;
-  std::size_t furthest = 0;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (!reach[i]) continue;
-    furthest = i;
-    for (const std::string& w : lexicon)
-      if (text.compare(i, w.size(), w) == 0) reach[i + w.size()] = true;
-  }
-  if (reach[text.size()]) return "";
-  std::size_t end = furthest + 1;  // one UTF-8 character
-  while (end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) ++end;
-  return "'" + text.substr(furthest, end - furthest) + "' starts no word of the zh lexicon";
-}
 
 // The frames whose realisation is `text`, searched among the lexicon entries whose words occur in
 // it. Returns the first frame of the language; else sets `problem`.
@@ -763,27 +693,8 @@ bool parse(Language language, const std::string& text, Frame& found, std::string
   }
   // The word where every frame went astray: en the first word no frame writes; zh the lexicon
   // word (or the character) at the first byte no frame writes.
-  std::string word, before;
-  if (zh) {
-    std::size_t at = best;
-    while (at > 0 && at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80) --at;
-    std::size_t longest = 1;
-    while (at + longest < text.size() && (static_cast<unsigned char>(text[at + longest]) & 0xC0) == 0x80) ++longest;
-    for (const std::string& w : lexicon_words(language))
-      if (w.size() > longest && text.compare(at, w.size(), w) == 0) longest = w.size();
-    word = text.substr(at, longest), before = text.substr(0, at);
-  } else {
-    word = tokens[std::min(best, tokens.size() - 1)];
-    for (std::size_t i = 0; i < best; ++i) before += (i ? " " : "") + tokens[i];
-  }
-  problem = "no sentence of the grammar has '" + word + "' after '" + before + "'";
+  problem = astray(language, text, best, lexicon_words(language));
   return false;
-}
-
-std::uint64_t text_hash(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a
-  for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ull;
-  return hash64(h, 0x73706c6974ull);  // "split"
 }
 
 }  // namespace
@@ -839,12 +750,7 @@ std::size_t grammar_max_tokens(Language language) {
 }
 
 Split grammar_split(Language language, const std::string& text, double val_fraction, double test_fraction) {
-  const auto& learners = learner_sentences(language);
-  if (std::find(learners.begin(), learners.end(), text) != learners.end()) return Split::Test;
-  const double bucket = double(text_hash(text) % 1000);
-  if (bucket < 1000 * test_fraction) return Split::Test;
-  if (bucket < 1000 * (test_fraction + val_fraction)) return Split::Val;
-  return Split::Train;
+  return sentence_split(learner_sentences(language), text, val_fraction, test_fraction);
 }
 
 GrammarSentence random_sentence(Language language, Generator& gen) {
@@ -852,9 +758,9 @@ GrammarSentence random_sentence(Language language, Generator& gen) {
 }
 
 GrammarSentence analyse_sentence(Language language, const std::string& text) {
-  const std::string s = canonical(language, text);
+  const std::string s = canonical_sentence(language, text, false);
   const std::string quoted = "'" + text + "'";
-  std::string problem = unknown_word(language, s);
+  std::string problem = unknown_word(language, s, lexicon_words(language));
   if (!problem.empty()) throw ValueError(quoted + ": " + problem);
   Frame f;
   if (!parse(language, s, f, problem))
@@ -862,19 +768,65 @@ GrammarSentence analyse_sentence(Language language, const std::string& text) {
   return make_sentence(realise(f, language), language);
 }
 
-// ---------------------------------------------------------------------------------------------
+Grammar::~Grammar() = default;
 
-GrammarTask::GrammarTask(const TaskOptions& o, const Tokenizer* stored)
-    : language_(o.language), objective_(o.objective), length_(o.length), mask_rate_(o.mask_rate),
-      val_fraction_(o.val_fraction), test_fraction_(o.test_fraction), tokenizer_(grammar_tokenizer(o.language)) {
+Split Grammar::split(const std::string& text, double val_fraction, double test_fraction) const {
+  return sentence_split(learner_sentences(), text, val_fraction, test_fraction);
+}
+
+namespace {
+
+// The grammar v1 behind the Grammar interface: the functions above.
+class V1Grammar final : public Grammar {
+ public:
+  explicit V1Grammar(Language language) : language_(language) {}
+  const std::string& name() const override {
+    static const std::string n = "v1";
+    return n;
+  }
+  Language language() const override { return language_; }
+  const std::vector<std::string>& relation_names() const override { return grammar_relation_names(); }
+  const std::vector<std::string>& learner_sentences() const override { return data::learner_sentences(language_); }
+  GrammarSentence random_sentence(Generator& gen) const override { return data::random_sentence(language_, gen); }
+  GrammarSentence analyse(const std::string& text) const override { return analyse_sentence(language_, text); }
+  const Tokenizer& tokenizer() const override { return grammar_tokenizer(language_); }
+  std::size_t max_tokens() const override { return grammar_max_tokens(language_); }
+
+ private:
+  Language language_;
+};
+
+}  // namespace
+
+std::shared_ptr<const Grammar> v1_grammar(Language language) {
+  static const std::shared_ptr<const Grammar> zh = std::make_shared<const V1Grammar>(Language::Zh);
+  static const std::shared_ptr<const Grammar> en = std::make_shared<const V1Grammar>(Language::En);
+  return language == Language::Zh ? zh : en;
+}
+
+namespace {
+
+// The options checked, then their grammar.
+std::shared_ptr<const Grammar> checked_grammar(const TaskOptions& o) {
   TaskOptions checked = o;
   checked.name = "grammar";
   checked.validate();
+  return load_grammar(o.grammar, o.language);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+GrammarTask::GrammarTask(const TaskOptions& o, const Tokenizer* stored)
+    : language_(o.language), grammar_(checked_grammar(o)), objective_(o.objective), length_(o.length),
+      mask_rate_(o.mask_rate), val_fraction_(o.val_fraction), test_fraction_(o.test_fraction),
+      tokenizer_(grammar_->tokenizer()) {
   if (stored && (stored->kind() != tokenizer_.kind() || stored->to_vocab() != tokenizer_.to_vocab()))
     throw ValueError(std::string("task grammar: the checkpoint's vocabulary (") + data::name(stored->kind()) + ", " +
                      std::to_string(stored->size()) + " tokens) is not the " + data::name(language_) + " lexicon's (" +
                      data::name(tokenizer_.kind()) + ", " + std::to_string(tokenizer_.size()) +
-                     " tokens): the lexicon changed since the model was trained, or task.language differs");
+                     " tokens): the lexicon changed since the model was trained, or task.language or task.grammar differs");
 }
 
 std::string GrammarTask::token_label(Index id) const {
@@ -887,11 +839,11 @@ namespace {
 
 // Sentences into one row of T tokens, then padding; words and relations counted within the row.
 // Returns the number of sentence tokens.
-std::size_t pack(const std::vector<GrammarSentence>& sentences, std::size_t T, Index pad, Index* input, Index* words,
-                 Index* relations) {
+std::size_t pack(const std::vector<GrammarSentence>& sentences, std::size_t T, std::size_t R, Index pad, Index* input,
+                 Index* words, Index* relations) {
   std::fill(input, input + T, pad);
   std::fill(words, words + T, -1);
-  std::fill(relations, relations + kRelations * T, -1);
+  std::fill(relations, relations + R * T, -1);
   std::size_t pos = 0;
   Index base = 0;
   for (const GrammarSentence& s : sentences) {
@@ -899,7 +851,7 @@ std::size_t pack(const std::vector<GrammarSentence>& sentences, std::size_t T, I
       const Index w = s.token_words[i];
       input[pos] = s.tokens[i];
       words[pos] = base + w;
-      for (std::size_t r = 0; r < kRelations; ++r) {
+      for (std::size_t r = 0; r < R; ++r) {
         const Index p = s.partners[r][std::size_t(w)];
         relations[r * T + pos] = p < 0 ? -1 : base + p;
       }
@@ -916,7 +868,7 @@ void next_token_targets(const Index* input, std::size_t n, std::size_t T, Index*
 }  // namespace
 
 Batch GrammarTask::examples(Split split, std::uint64_t seed, std::uint64_t first, std::size_t count) const {
-  const std::size_t T = length_, R = kRelations;
+  const std::size_t T = length_, R = grammar_->relation_names().size();
   Batch b;
   b.inputs = IndexArray::from_shape({count, T});
   b.targets = IndexArray::from_shape({count, T});
@@ -929,16 +881,15 @@ Batch GrammarTask::examples(Split split, std::uint64_t seed, std::uint64_t first
     std::vector<GrammarSentence> sentences;
     std::size_t used = 0;
     for (;;) {
-      const Words w = realise(draw_frame(gen), language_);
-      if (grammar_split(language_, join(w, language_), val_fraction_, test_fraction_) != split) continue;
-      GrammarSentence s = make_sentence(w, language_);
+      GrammarSentence s = grammar_->random_sentence(gen);
+      if (grammar_->split(s.text, val_fraction_, test_fraction_) != split) continue;
       if (used + s.tokens.size() > T) break;
       used += s.tokens.size();
       sentences.push_back(std::move(s));
     }
     Index* input = b.inputs.data() + row * T;
     Index* target = b.targets.data() + row * T;
-    const std::size_t n = pack(sentences, T, pad_token(), input, b.words.data() + row * T, b.relations.data() + row * R * T);
+    const std::size_t n = pack(sentences, T, R, pad_token(), input, b.words.data() + row * T, b.relations.data() + row * R * T);
     if (masked()) {
       std::fill(target, target + T, kIgnore);
       mask_tokens(gen, n, mask_rate_, mask_token(), tokenizer_.size() - 1, input, target);
@@ -959,7 +910,7 @@ Batch GrammarTask::analyse(const std::string& text) const {
     const std::string part = text.substr(from, end - from);
     from = end;
     if (split_words(part).empty()) continue;
-    sentences.push_back(analyse_sentence(language_, part));
+    sentences.push_back(grammar_->analyse(part));
     used += sentences.back().tokens.size();
   }
   if (sentences.empty()) throw ValueError("task grammar: no sentence given to analyse");
@@ -972,8 +923,9 @@ Batch GrammarTask::analyse(const std::string& text) const {
   b.targets = IndexArray::from_shape({1, T});
   b.decoder_inputs = IndexArray::from_shape({0});
   b.words = IndexArray::from_shape({1, T});
-  b.relations = IndexArray::from_shape({1, std::size_t(kRelations), T});
-  const std::size_t n = pack(sentences, T, pad_token(), b.inputs.data(), b.words.data(), b.relations.data());
+  const std::size_t R = grammar_->relation_names().size();
+  b.relations = IndexArray::from_shape({1, R, T});
+  const std::size_t n = pack(sentences, T, R, pad_token(), b.inputs.data(), b.words.data(), b.relations.data());
   if (masked())
     std::fill(b.targets.begin(), b.targets.end(), kIgnore);
   else

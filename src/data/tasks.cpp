@@ -2,6 +2,7 @@
 
 #include "next_token.hpp"
 #include "qkv/data/grammar.hpp"
+#include "qkv/data/program_task.hpp"
 #include "row_task.hpp"
 
 #include <algorithm>
@@ -148,7 +149,8 @@ class Seq2SeqRecall final : public RecallBase {
 const std::vector<std::string>& task_names() {
   static const std::vector<std::string> names = {"copy",      "reverse", "sort",    "recall", "seq2seq_reverse",
                                                  "seq2seq_sort", "seq2seq_recall", "text", "induction", "mod_add",
-                                                 "mqar",      "grammar"};
+                                                 "mqar",      "grammar",
+                                                 "program"};
   return names;
 }
 
@@ -186,11 +188,20 @@ void TaskOptions::validate() const {
     c.in_range(test_fraction, "test_fraction", 0.001, false, 1, true);
     c.require(val_fraction + test_fraction <= 0.999, {"val_fraction", "test_fraction"},
               "{val_fraction} + {test_fraction} must be at most 0.999, leaving sentences to train on");
-    const std::size_t longest = grammar_max_tokens(language);
+    std::size_t longest = 0;
+    try {
+      longest = load_grammar(grammar, language)->max_tokens();
+    } catch (const ValueError& e) {  // an unknown name, or a grammar file with a problem
+      c.require(false, {"grammar"}, e.what());
+    }
     c.require(length >= longest, {"length"},
               std::string("a row holds whole sentences, and the longest sentence of the ") + data::name(language) +
-                  " grammar has " + n(longest) + " tokens: expected {length} >= " + n(longest) + ", found " + n(length));
+                  " grammar " + (grammar == "v1" ? "" : grammar + " ") + "has at most " + n(longest) +
+                  " tokens: expected {length} >= " + n(longest) + ", found " + n(length));
   }
+  if (name == "program")
+    c.require(!program.empty() || !path.empty(), {"program", "path"},
+              "the program task needs a rasp program: its text in {program}, or a file in {path}");
   if (name == "induction") {
     c.require(length >= 2, {"length"}, "induction needs at least 2 tokens, found " + n(length));
     c.require(segment == 0 || (segment >= 2 && 2 * segment <= length + 1), {"segment", "length"},
@@ -217,6 +228,9 @@ std::unique_ptr<Task> make_task(const TaskOptions& o, const Tokenizer* tokenizer
   o.validate();
   if (auto t = make_next_token_task(o, tokenizer)) return t;
   if (o.name == "grammar") return std::make_unique<GrammarTask>(o, tokenizer);
+  if (o.name == "program")
+    return make_program_task(std::make_shared<const rasp::Program>(
+        o.program.empty() ? rasp::load_program(o.path) : rasp::parse_program(o.program, "task.program")));
   const std::string& n = o.name;
   const std::size_t queries = o.queries ? o.queries : o.pairs;
   if (n == "recall") return std::make_unique<Recall>(o.vocab, o.pairs, queries);
@@ -232,7 +246,7 @@ Batch Task::text_row(const std::string& text, const std::string& what, const std
   const Tokenizer* t = tokenizer();
   if (!t)
     throw ValueError(what + ": the model was trained on task " + name() +
-                     ", which has token ids, not characters: give token ids (e.g. '3 1 2' with --ids)");
+                     ", which has token ids, not characters: give token ids (e.g. 3 1 2) instead of text");
   return ids_row(*this, encode_with_masks(*t, text, mask_token(), mask_text, what), what);
 }
 

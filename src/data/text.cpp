@@ -624,9 +624,11 @@ std::string Tokenizer::token_label(Index id) const {
     throw ValueError("Tokenizer::token_label: id " + std::to_string(id) + " is outside [0, " + std::to_string(size()) + ")");
   if (kind_ == TokenizerKind::Char) return id == unk() ? "<unk>" : char_label(code_points_[std::size_t(id)]);
   if (kind_ == TokenizerKind::Word) return id == unk() ? "<unk>" : words_[std::size_t(id)];
+  // One rule with the char labels: an ASCII byte is labelled as the character, where a char
+  // tokenizer shows it as itself or by a backslash escape; every other byte (the controls a char
+  // tokenizer names U+XXXX, DEL, bytes >= 0x80) is \xNN.
   const auto b = static_cast<unsigned char>(id);
-  if (b == ' ' || b == '\n' || b == '\t' || b == '\r') return char_label(b);
-  if (b > 0x20 && b < 0x7F) return std::string(1, char(b));
+  if (b < 0x80 && (!invisible(b) || b == '\n' || b == '\t' || b == '\r')) return char_label(b);
   char buf[8];
   std::snprintf(buf, sizeof buf, "\\x%02X", unsigned(b));
   return buf;

@@ -1,5 +1,7 @@
 #include "qkv/interp/ablation.hpp"
 
+#include "qkv/io/json.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -38,18 +40,18 @@ std::vector<HeadRef> parse_heads(const std::string& list, const std::vector<std:
     const std::size_t dot = item.find('.');
     std::size_t layer = 0, head = 0;
     if (dot == std::string::npos || !number(item.substr(0, dot), layer))
-      throw ValueError("--heads: '" + item + "' is not LAYER.HEAD (e.g. 0.1, or 1.* for every head of layer 1)");
+      field_error("heads", "'" + item + "' is not LAYER.HEAD (e.g. 0.1, or 1.* for every head of layer 1)");
     if (layer >= heads.size())
-      throw ValueError("--heads: " + item + ": the model has no attention layer " + std::to_string(layer) +
+      field_error("heads", item + ": the model has no attention layer " + std::to_string(layer) +
                        " (layers " + range(heads.size()) + ")");
     const std::string h = item.substr(dot + 1);
     std::vector<std::size_t> chosen;
     if (h == "*") {
       for (std::size_t k = 0; k < heads[layer]; ++k) chosen.push_back(k);
     } else if (!number(h, head)) {
-      throw ValueError("--heads: '" + item + "' is not LAYER.HEAD (e.g. 0.1, or 1.* for every head of layer 1)");
+      field_error("heads", "'" + item + "' is not LAYER.HEAD (e.g. 0.1, or 1.* for every head of layer 1)");
     } else if (head >= heads[layer]) {
-      throw ValueError("--heads: " + item + ": attention layer " + std::to_string(layer) + " has no head " +
+      field_error("heads", item + ": attention layer " + std::to_string(layer) + " has no head " +
                        std::to_string(head) + " (heads " + range(heads[layer]) + ")");
     } else {
       chosen.push_back(head);
@@ -57,11 +59,11 @@ std::vector<HeadRef> parse_heads(const std::string& list, const std::vector<std:
     for (std::size_t k : chosen) {
       const HeadRef r{layer, k};
       if (std::find(out.begin(), out.end(), r) != out.end())
-        throw ValueError("--heads: head " + head_name(r) + " is listed twice");
+        field_error("heads", "head " + head_name(r) + " is listed twice");
       out.push_back(r);
     }
   }
-  if (out.empty()) throw ValueError("--heads: the list of heads is empty (give LAYER.HEAD items, e.g. 0.1,1.0)");
+  if (out.empty()) field_error("heads", "the list of heads is empty (give LAYER.HEAD items, e.g. 0.1,1.0)");
   return out;
 }
 
@@ -206,7 +208,7 @@ std::vector<std::vector<double>> head_importance(model::TaskModel& model, const 
 std::vector<PrunePoint> prune_curve(model::TaskModel& model, const data::Batch& importance_batch,
                                     const data::Batch& eval_batch, AblationMode mode,
                                     const std::vector<Array<float>>* means, std::size_t step) {
-  if (step == 0) throw ValueError("pruning: the step (heads removed at a time) must be at least 1");
+  if (step == 0) field_error("step", "expected at least 1 head removed per pruning step");
   const auto per_layer = heads_per_layer(model);
   std::size_t total = 0;
   for (std::size_t n : per_layer) total += n;
@@ -229,7 +231,7 @@ std::vector<PrunePoint> prune_curve(model::TaskModel& model, const data::Batch& 
 
 data::Batch restrict_to_relation(const data::Task& task, const data::Batch& batch, const std::string& relation) {
   const std::vector<std::string>& names = task.relation_names();
-  if (names.empty()) throw ValueError("--relation " + relation + ": task " + task.name() + " has no gold relations (the grammar has)");
+  if (names.empty()) field_error("relation", "task " + task.name() + " has no gold relations (the grammar has)", relation);
   // "verb->object" needs quotes in a shell ('>' redirects): "verb-object" and "verb_object" name it too.
   auto letters = [](const std::string& x) {
     std::string out;
@@ -239,15 +241,119 @@ data::Batch restrict_to_relation(const data::Task& task, const data::Batch& batc
   };
   const auto it = std::find_if(names.begin(), names.end(), [&](const std::string& n) { return letters(n) == letters(relation); });
   if (it == names.end())
-    throw ValueError("--relation " + relation + ": not a relation of task " + task.name() + did_you_mean(relation, names) +
-                     " (relations: " + join_names(names) + ")");
-  if (batch.relations.dimension() != 3) throw ValueError("--relation " + relation + ": these examples carry no relations");
+    field_error("relation", "not a relation of task " + task.name() + did_you_mean(relation, names) + " (relations: " +
+                                join_names(names) + ")",
+                relation);
+  if (batch.relations.dimension() != 3) field_error("relation", "these examples carry no relations", relation);
   const std::size_t r = std::size_t(it - names.begin()), B = batch.size(), T = batch.targets.shape()[1];
   data::Batch out = batch;
   for (std::size_t b = 0; b < B; ++b)
     for (std::size_t t = 0; t < T; ++t)
       if (batch.relations(b, r, t) < 0) out.targets(b, t) = data::kIgnore;
   return out;
+}
+
+void check_heads(const std::vector<HeadRef>& heads, const std::vector<std::size_t>& per_layer, const std::string& field) {
+  for (std::size_t i = 0; i < heads.size(); ++i) {
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    if (heads[i].layer >= per_layer.size())
+      field_error(at, "the model has no attention layer " + std::to_string(heads[i].layer) + " (layers 0.." +
+                          std::to_string(per_layer.size() - 1) + ")");
+    if (heads[i].head >= per_layer[heads[i].layer])
+      field_error(at, "attention layer " + std::to_string(heads[i].layer) + " has no head " + std::to_string(heads[i].head) +
+                          " (heads 0.." + std::to_string(per_layer[heads[i].layer] - 1) + ")");
+    if (std::find(heads.begin(), heads.begin() + long(i), heads[i]) != heads.begin() + long(i))
+      field_error(at, "head " + head_name(heads[i]) + " is listed twice");
+  }
+}
+
+const std::vector<Array<float>>& cached_means(model::LoadedModel& l, AblationCache& c) {
+  if (!l.data) field_error("mode", "mean ablation replaces a head by its mean output over the validation set, which needs the "
+                                   "model's data (not loaded)");
+  if (!c.means) c.means = std::make_shared<const std::vector<Array<float>>>(head_means(*l.model, l.data->eval_set()));
+  return *c.means;
+}
+
+AblateResult ablate(model::LoadedModel& l, const AblateRequest& r, AblationCache* cache) {
+  if (!l.data) field_error("data", "ablation is measured on the model's held-out data, which was not loaded");
+  if (r.prune && r.heads) field_error("prune", "pruning removes every head in turn: give either {heads} or {prune}");
+  if (r.prune && r.step == 0) field_error("step", "expected at least 1 head removed per pruning step");
+  if (r.heads) check_heads(*r.heads, heads_per_layer(*l.model));
+  AblationCache local;
+  AblationCache& c = cache ? *cache : local;
+  const data::Batch& test_set = l.data->test_set();
+  const data::Batch& val = l.data->eval_set();
+  data::Batch test = data::rows(test_set, 0, r.examples ? std::min(r.examples, test_set.size()) : test_set.size());
+  if (!r.relation.empty()) test = restrict_to_relation(*l.task, test, r.relation);
+  const std::vector<Array<float>>* means = r.mode == AblationMode::Mean ? &cached_means(l, c) : nullptr;
+
+  AblateResult out;
+  out.mode = r.mode;
+  out.relation = r.relation;
+  out.examples = test.size();
+  const auto key = std::make_pair(test.size(), r.relation);
+  auto it = c.intact.find(key);
+  if (it == c.intact.end()) it = c.intact.emplace(key, ablated_metrics(*l.model, test, {}, AblationMode::Zero, nullptr)).first;
+  out.intact = it->second;
+  if (r.prune) {
+    out.curve = prune_curve(*l.model, val, test, r.mode, means, r.step);
+  } else if (r.heads) {
+    if (!r.heads->empty()) out.ablated = AblationRow{*r.heads, ablated_metrics(*l.model, test, *r.heads, r.mode, means)};
+  } else {
+    out.each = ablate_each(*l.model, test, r.mode, means);
+  }
+  return out;
+}
+
+namespace {
+void write_metrics(json::Writer& w, const model::EvalMetrics& m, const model::EvalMetrics* base) {
+  w.member("loss", m.loss).member("token_accuracy", m.token_accuracy).member("sequence_accuracy", m.sequence_accuracy);
+  if (base) w.member("loss_change", m.loss - base->loss).member("accuracy_change", m.token_accuracy - base->token_accuracy);
+}
+void write_heads(json::Writer& w, const std::vector<HeadRef>& heads) {
+  w.open('[');
+  for (auto& h : heads) w.open('[').value(h.layer).value(h.head).close(']');
+  w.close(']');
+}
+}  // namespace
+
+std::string to_json(const AblateResult& r) {
+  json::Writer w;
+  w.open('{').member("mode", ablation_mode_names().name(r.mode));
+  w.key("relation");
+  if (r.relation.empty()) w.null();
+  else w.value(r.relation);
+  w.member("examples", r.examples).key("intact").open('{');
+  write_metrics(w, r.intact, nullptr);
+  w.close('}');
+  if (r.ablated) {
+    w.key("ablated").open('{').key("heads");
+    write_heads(w, r.ablated->heads);
+    write_metrics(w, r.ablated->metrics, &r.intact);
+    w.close('}');
+  }
+  if (!r.each.empty()) {
+    w.key("each").open('[');
+    for (auto& e : r.each) {
+      w.open('{').member("layer", e.heads[0].layer).member("head", e.heads[0].head);
+      write_metrics(w, e.metrics, &r.intact);
+      w.close('}');
+    }
+    w.close(']');
+  }
+  if (!r.curve.empty()) {
+    w.key("curve").open('[');
+    for (auto& p : r.curve) {
+      w.open('{').key("removed");
+      write_heads(w, p.removed);
+      w.member("fraction", p.fraction);
+      write_metrics(w, p.metrics, nullptr);
+      w.close('}');
+    }
+    w.close(']');
+  }
+  w.close('}');
+  return w.take();
 }
 
 }  // namespace qkv::interp

@@ -65,18 +65,17 @@ QueryExplanation explain_query(model::TaskModel& model, const data::Task& task, 
                                std::size_t layer, std::size_t head, std::size_t query) {
   const auto layers = model::attention_layers(model);
   if (layer >= layers.size())
-    throw ValueError("--layer " + std::to_string(layer) + ": the model has " + std::to_string(layers.size()) +
-                     " attention layers (" + range(layers.size()) + ")");
+    field_error("layer", "the model has " + std::to_string(layers.size()) + " attention layers (" + range(layers.size()) + ")",
+                std::to_string(layer));
   const auto& [name, mha] = layers[layer];
   if (head >= mha->num_heads())
-    throw ValueError("--head " + std::to_string(head) + ": " + name + " has " + std::to_string(mha->num_heads()) +
-                     " heads (" + range(mha->num_heads()) + ")");
+    field_error("head", name + " has " + std::to_string(mha->num_heads()) + " heads (" + range(mha->num_heads()) + ")",
+                std::to_string(head));
   if (example.size() != 1) throw ValueError("explain: expected one example, found " + std::to_string(example.size()));
   auto [qids, kids] = model.attention_tokens(*mha, example);
   const std::size_t Tq = qids->shape()[1], Tk = kids->shape()[1];
   if (query >= Tq)
-    throw ValueError("--query " + std::to_string(query) + ": " + name + " reads " + std::to_string(Tq) + " queries (" +
-                     range(Tq) + ")");
+    field_error("query", name + " reads " + std::to_string(Tq) + " queries (" + range(Tq) + ")", std::to_string(query));
 
   nn::ActivationCache<float> cache;
   {
@@ -143,8 +142,9 @@ std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
   std::snprintf(b, sizeof b, "\n\n1. the query  q = W_q x_%zu + b_q  (D = %zu), |q| = %.4f\n   q[0:%zu] = %s\n", e.query, D,
                 norm(e.q), std::min(dims, D), vec(e.q, dims).c_str());
   out << b;
-  std::snprintf(b, sizeof b, "\n2. scores  s_j = q . k_j, scaled by %.6f (= 1/sqrt(%zu)%s)%s\n", e.scale, D,
-                std::abs(e.scale - 1 / std::sqrt(double(D))) > 1e-12 ? ", set by the layer: not 1/sqrt(D)" : "",
+  const bool default_scale = std::abs(e.scale - 1 / std::sqrt(double(D))) <= 1e-12;
+  std::snprintf(b, sizeof b, "\n2. scores  s_j = q . k_j, scaled by %.6f (%s1/sqrt(%zu))%s\n", e.scale,
+                default_scale ? "= " : "set by the layer, not ", D,
                 e.kind == model::AttentionKind::Causal ? "; causal mask: keys after the query are masked" : "");
   out << b;
   std::snprintf(b, sizeof b, "\n3. weights  w_j = exp(a_j - max a) / sum_k exp(a_k - max a)\n\n  %4s  %-8s %10s %10s %10s\n",
@@ -250,6 +250,23 @@ std::string explanations_json(const std::vector<QueryExplanation>& heads) {
     out += (i ? ",\n" : "") + one;
   }
   return out + "]\n";
+}
+
+std::vector<QueryExplanation> explain(model::LoadedModel& l, const ExplainRequest& r) {
+  if (r.head && !r.layer) field_error("head", "give its {layer} too");
+  data::Batch row;
+  with_prefix("input.", [&] { row = model::input_row(l, r.input).row; });
+  if (r.layer && r.head) return {explain_query(*l.model, *l.task, row, *r.layer, *r.head, r.query)};
+  const auto layers = model::attention_layers(*l.model);
+  if (r.layer && *r.layer >= layers.size())
+    field_error("layer", "the model has " + std::to_string(layers.size()) + " attention layers (" + range(layers.size()) + ")",
+                std::to_string(*r.layer));
+  std::vector<QueryExplanation> all;
+  for (std::size_t layer = 0; layer < layers.size(); ++layer)
+    if (!r.layer || layer == *r.layer)
+      for (std::size_t head = 0; head < layers[layer].second->num_heads(); ++head)
+        all.push_back(explain_query(*l.model, *l.task, row, layer, head, r.query));
+  return all;
 }
 
 }  // namespace qkv::interp

@@ -1,5 +1,7 @@
 #include "qkv/interp/head_scores.hpp"
 
+#include "qkv/io/json.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -483,6 +485,58 @@ std::string head_divergence_csv(model::TaskModel& model, const std::vector<Array
                cell(divergence[l](a, c), "%.9g") + "\n";
   }
   return out;
+}
+
+HeadsResult heads(model::LoadedModel& l, const HeadsRequest& r) {
+  if (r.examples == 0) field_error("examples", "expected at least 1 held-out example");
+  if (!l.data) field_error("data", "head scores need the model's held-out data, which was not loaded");
+  const data::Batch& test = l.data->test_set();
+  HeadScoreOptions o;
+  o.examples = r.examples;
+  HeadsResult out;
+  out.examples = std::min(r.examples, test.size());
+  out.score_names = score_names(l.task.get());
+  out.heads = head_scores(*l.model, *l.task, test, o);
+  out.baselines = role_baselines(*l.task, data::rows(test, 0, out.examples));
+  if (r.similarity) out.similarity = head_divergence(*l.model, test, r.examples);
+  return out;
+}
+
+std::string to_json(const HeadsResult& r) {
+  json::Writer w;
+  w.open('{').member("examples", r.examples).key("score_names").open('[');
+  for (auto& n : r.score_names) w.value(n);
+  w.close(']').key("heads").open('[');
+  for (auto& h : r.heads) {
+    w.open('{').member("layer", h.layer).member("layer_index", h.layer_index).member("head", h.head)
+        .member("kind", model::attention_kind_name(h.kind));
+    for (auto& n : r.score_names) w.member(n, score(h, n));
+    w.member("label", h.label).close('}');
+  }
+  w.close(']').key("baselines").open('{');
+  const std::vector<std::string> relations(r.score_names.end() - long(r.baselines.size()), r.score_names.end());
+  for (std::size_t i = 0; i < r.baselines.size(); ++i)
+    w.key(relations[i]).open('{').member("offset", std::int64_t(r.baselines[i].offset)).member("share", r.baselines[i].share)
+        .member("count", r.baselines[i].count).close('}');
+  w.close('}').key("similarity");
+  if (r.similarity.empty()) {
+    w.null();
+  } else {
+    w.open('[');
+    for (auto& m : r.similarity) {
+      const std::size_t H = m.shape()[0];
+      w.open('[');
+      for (std::size_t a = 0; a < H; ++a) {
+        w.open('[');
+        for (std::size_t b = 0; b < H; ++b) w.value(m(a, b));
+        w.close(']');
+      }
+      w.close(']');
+    }
+    w.close(']');
+  }
+  w.close('}');
+  return w.take();
 }
 
 }  // namespace qkv::interp

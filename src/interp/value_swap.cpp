@@ -1,5 +1,7 @@
 #include "qkv/interp/value_swap.hpp"
 
+#include "qkv/io/json.hpp"
+
 #include <algorithm>
 
 #include "qkv/tensor/random.hpp"
@@ -11,7 +13,7 @@ ValueSwapResult value_swap(model::TaskModel& model, const data::Task& task, cons
                            std::uint64_t seed, std::size_t batch_size) {
   const bool s2s = task.name() == "seq2seq_recall";
   if (task.name() != "recall" && !s2s)
-    throw ValueError("value swap: needs a recall or seq2seq_recall model, found task '" + task.name() + "'");
+    throw ValueError("model: the swap probe needs a recall or seq2seq_recall model, found task '" + task.name() + "'");
   const Index V = Index(task.num_classes());  // keys in [0, V), values in [V, 2V)
   IndexArray swapped = batch.inputs;
   const IndexArray& queries = s2s ? batch.decoder_inputs : batch.inputs;
@@ -52,6 +54,21 @@ ValueSwapResult value_swap(model::TaskModel& model, const data::Task& task, cons
   r.follow = accuracy(swapped, new_targets);
   r.stay = accuracy(swapped, old_targets);
   return r;
+}
+
+ValueSwapResult value_swap(model::LoadedModel& l, const SwapRequest& r) {
+  if (!l.data) field_error("data", "the swap probe runs on the model's held-out data, which was not loaded");
+  const data::Batch& test = l.data->test_set();
+  ValueSwapResult out;
+  as_field("model", [&] { out = value_swap(*l.model, *l.task, data::rows(test, 0, r.examples ? std::min(r.examples, test.size()) : test.size()), r.seed); });
+  return out;
+}
+
+std::string to_json(const ValueSwapResult& r) {
+  json::Writer w;
+  w.open('{').member("examples", r.examples).member("queries", r.queries).member("intact", r.intact)
+      .member("follow", r.follow).member("stay", r.stay).close('}');
+  return w.take();
 }
 
 }  // namespace qkv::interp

@@ -166,6 +166,13 @@ void write_file(const std::string& file_name, const Checkpoint& ck) {
       h5::write_attribute(data, "tokenizer", ck.tokenizer);
       h5::write_dataset(data, "vocab", H5T_STD_U32LE, H5T_NATIVE_UINT32, Shape{ck.vocab.size()}, ck.vocab.data());
     }
+    if (!ck.compiled.empty()) {  // a compiled program: what its residual dimensions and heads mean
+      Handle compiled = h5::create_group(root, "compiled");
+      for (auto& [name, text] : ck.compiled) {
+        split_name(name, "/compiled");
+        h5::write_string_dataset(compiled, name, text);
+      }
+    }
     if (save_hook()) save_hook()("written");
     h5::check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush " + file_name);
   }
@@ -304,6 +311,14 @@ Checkpoint read_file(const std::string& path) {
     ck.metrics.emplace_back(name, std::move(column));
   }
 
+  for (auto& [name, kind] : h5::children(root)) {
+    if (name != "compiled") continue;
+    Handle compiled = h5::open_group(root, "compiled", "/compiled");
+    for (auto& [entry, entry_kind] : h5::children(compiled)) {
+      const std::string p = "/compiled/" + entry;
+      ck.compiled.emplace_back(entry, h5::read_string_dataset(h5::open_dataset(compiled, entry, p), p));
+    }
+  }
   for (auto& [name, kind] : h5::children(root)) {
     if (name != "data") continue;
     Handle data = h5::open_group(root, "data", "/data");

@@ -12,6 +12,12 @@
 #include <filesystem>
 
 namespace qkv::io {
+
+std::size_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return std::size_t(pages) * std::size_t(page);
+}
 namespace {
 
 std::string reason() { return std::strerror(errno); }

@@ -5,6 +5,8 @@
 #include <numeric>
 
 #include "qkv/autograd/tape.hpp"
+#include "qkv/io/json.hpp"
+#include "qkv/model/answer.hpp"
 
 namespace qkv::model {
 
@@ -15,17 +17,20 @@ void SamplingOptions::validate() const {
   c.in_range(top_p, "top_p", 0, true, 1, false);
 }
 
+void GenerateOptions::validate() const {
+  OptionChecker c("GenerateOptions");
+  c.require(max_tokens <= 1000000, {"max_tokens"}, "expected at most 1000000 new tokens, found " + std::to_string(max_tokens));
+  c.nested("sampling.", [&] { sampling.validate(); });
+}
+
 Index sample_token(const float* logits, std::size_t V, const SamplingOptions& o, Generator& gen) {
-  if (o.temperature == 0) return Index(std::max_element(logits, logits + V) - logits);
+  if (o.temperature == 0) return argmax(logits, V);
   const double top = *std::max_element(logits, logits + V);
   std::vector<double> p(V);
   for (std::size_t i = 0; i < V; ++i) p[i] = std::exp((double(logits[i]) - top) / o.temperature);
-  std::vector<std::size_t> order(V);
-  std::iota(order.begin(), order.end(), 0);
   // Most likely first (ties: lower id first), keeping only what top-k and top-p allow.
-  const std::size_t k = o.top_k ? std::min(o.top_k, V) : V;
-  std::partial_sort(order.begin(), order.begin() + long(k), order.end(),
-                    [&](std::size_t a, std::size_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  const std::vector<Index> order = ranked_classes(logits, V, o.top_k ? o.top_k : V);
+  const std::size_t k = order.size();
   double total = 0;
   for (std::size_t i = 0; i < k; ++i) total += p[order[i]];
   std::size_t keep = 0;
@@ -76,7 +81,7 @@ class Stepper {
 
 std::vector<Index> generate(const nn::DecoderModel<float>& model, const std::vector<Index>& prompt,
                             const GenerateOptions& o, const std::function<void(Index)>& on_token) {
-  o.sampling.validate();
+  o.validate();
   if (prompt.empty()) throw ValueError("generate: the prompt is empty (give at least one token)");
   NoGradGuard no_grad;
   auto& m = const_cast<nn::DecoderModel<float>&>(model);
@@ -104,6 +109,48 @@ std::vector<std::vector<float>> next_token_logits(const nn::DecoderModel<float>&
   for (std::size_t n = std::max<std::size_t>(from, 1); n <= tokens.size(); ++n)
     rows.push_back(step.next(std::vector<Index>(tokens.begin(), tokens.begin() + long(n))));
   return rows;
+}
+
+GenerateResult generate(LoadedModel& l, const GenerateRequest& r, const std::function<void(Index)>& on_token) {
+  const nn::DecoderModel<float>* decoder = l.model->decoder();
+  if (!decoder)
+    field_error("model", l.path + " is an " + nn::arch_names().name(l.cfg.model.arch) +
+                             " model: generate continues text with a decoder-only language model (model.arch: decoder)");
+  try {
+    r.options.validate();
+  } catch (const OptionError& e) {
+    throw OptionError("request", {"options." + e.fields.front()},
+                      e.render([](const std::string& f) { return "{options." + f + "}"; }));
+  }
+  if (r.text.has_value() == r.ids.has_value()) field_error(r.text ? "ids" : "text", "give exactly one of {text} and {ids}");
+  const data::Task& task = *l.task;
+  GenerateResult out;
+  if (r.ids) {
+    for (Index id : *r.ids)
+      if (id < 0 || std::size_t(id) >= task.input_vocab())
+        field_error("ids", "token id " + std::to_string(id) + " outside the vocabulary [0, " +
+                               std::to_string(task.input_vocab()) + ")");
+    out.prompt = *r.ids;
+  } else {
+    if (!task.tokenizer())
+      field_error("text", l.path + " was trained on the " + task.name() +
+                              " task and has no vocabulary (not a text model): give the prompt as token ids");
+    as_field("text", [&] { out.prompt = task.tokenizer()->encode(*r.text, false, "text"); });
+  }
+  if (out.prompt.empty()) field_error(r.text ? "text" : "ids", "empty; give at least one character (or token id)");
+  out.tokens = generate(*decoder, out.prompt, r.options, on_token);
+  if (task.tokenizer()) out.text = task.tokenizer()->decode(out.tokens.data(), out.tokens.size());
+  return out;
+}
+
+std::string to_json(const GenerateResult& r) {
+  json::Writer w;
+  w.open('{').key("prompt").open('[');
+  for (Index id : r.prompt) w.value(std::int64_t(id));
+  w.close(']').key("tokens").open('[');
+  for (Index id : r.tokens) w.value(std::int64_t(id));
+  w.close(']').member("text", r.text).close('}');
+  return w.take();
 }
 
 }  // namespace qkv::model

@@ -47,6 +47,9 @@ std::shared_ptr<PositionalEncoding<T>> make_positional(const TransformerOptions&
   return std::make_shared<SinusoidalPositionalEncoding<T>>(p);
 }
 
+// Pre-LN stacks end in a LayerNorm; post-LN ones and norm none do not.
+bool final_norm(const TransformerOptions& o) { return o.norm_first && o.norm == Norm::Layer; }
+
 void check_tokens(const IndexArray& ids, const char* who, const char* what) {
   if (ids.dimension() != 2)
     throw ShapeError(std::string(who) + ": expected " + what + " of shape (B, T), found " + shape_str(ids.shape()));
@@ -79,7 +82,7 @@ EncoderModel<T>::EncoderModel(std::size_t input_vocab, std::size_t num_classes, 
   pos = this->register_module("pos", make_positional<T>(options, gen));
   emb_drop = this->register_module("emb_drop", std::make_shared<Dropout<T>>(options.dropout));
   blocks = this->register_module("blocks", make_blocks<TransformerEncoderLayer<T>>(options, gen));
-  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
+  if (final_norm(options)) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
   head = this->register_module("head", std::make_shared<Linear<T>>(options.d_model, num_classes, true, gen));
 }
 
@@ -117,7 +120,7 @@ Variable<T> EncoderModel<T>::forward_rows(const IndexArray& tokens, const IndexA
 template <class T>
 TransformerEncoder<T>::TransformerEncoder(const TransformerOptions& options, Generator& gen) {
   blocks = this->register_module("blocks", make_blocks<TransformerEncoderLayer<T>>(options, gen));
-  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
+  if (final_norm(options)) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
 }
 
 template <class T>
@@ -129,7 +132,7 @@ Variable<T> TransformerEncoder<T>::forward(const Variable<T>& x, const KeyPaddin
 template <class T>
 TransformerDecoder<T>::TransformerDecoder(const TransformerOptions& options, Generator& gen) {
   blocks = this->register_module("blocks", make_blocks<TransformerDecoderLayer<T>>(options, gen));
-  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
+  if (final_norm(options)) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(options.d_model));
 }
 
 template <class T>
@@ -213,7 +216,7 @@ DecoderModel<T>::DecoderModel(std::size_t vocab, const TransformerOptions& optio
   if (auto p = make_positional<T>(options, gen)) pos = this->register_module("pos", p);
   emb_drop = this->register_module("emb_drop", std::make_shared<Dropout<T>>(options.dropout));
   blocks = this->register_module("blocks", make_blocks<TransformerEncoderLayer<T>>(decoder_layer_options(options), gen));
-  if (options.norm_first) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(C));
+  if (final_norm(options)) norm = this->register_module("norm", std::make_shared<LayerNorm<T>>(C));
   if (!options.tie_embeddings) head = this->register_module("head", std::make_shared<Linear<T>>(C, vocab, false, gen));
 }
 

@@ -6,9 +6,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "app/loaded.hpp"
-#include "app/runtime.hpp"
 #include "arrays.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/autograd/tape.hpp"
 #include "qkv/tensor/names.hpp"
 
@@ -109,7 +108,7 @@ py::dict metrics_dict(const model::EvalMetrics& m) {
 }
 
 Model::Model(const std::string& path, const std::vector<std::string>& task_overrides)
-    : l_(app::load(path, task_overrides, false)) {
+    : l_(model::load_model(path, model::LoadOptions{task_overrides, false, io::physical_memory_bytes()})) {
   // The names a call may use, found once: a call then looks them up instead of walking the tree.
   for (auto& [name, m] : l_.model->module().named_modules()) {
     if (name.empty()) continue;
@@ -118,28 +117,17 @@ Model::Model(const std::string& path, const std::vector<std::string>& task_overr
   }
 }
 
-void Model::ensure_data() {
-  if (data_) return;
-  // As app::load with data: the held-out sets must fit in memory, and the task is the one the
-  // checkpoint's model was trained on (a text model's corpus read with the stored vocabulary).
-  const std::size_t need = config::estimate_data_bytes(l_.cfg), have = app::physical_memory_bytes();
-  if (have > 0 && need > have)
-    throw config::ConfigError(l_.path + ":/config", 0, "task.eval_size",
-                              "its held-out sets would need about " + std::to_string(need / 1000000) +
-                                  " MB, more than the " + std::to_string(have / 1000000) + " MB of memory available");
-  std::optional<data::Tokenizer> tokenizer;
-  if (const data::Tokenizer* t = l_.task->tokenizer()) tokenizer = *t;
-  std::shared_ptr<data::Task> task = data::make_task(l_.cfg.task, tokenizer ? &*tokenizer : nullptr);
-  data_ = std::make_unique<data::Dataset>(task, l_.cfg.seed, l_.cfg.task.eval_size, l_.cfg.task.train_size);
-  data_task_ = task;
+model::LoadedModel& Model::with_data() {
+  if (!d_) d_ = model::with_data(l_, io::physical_memory_bytes());
+  return *d_;
 }
 
 data::Batch Model::held_out(const std::string& split, std::size_t count) {
   if (split != "validation" && split != "test")
     throw py::value_error("split: expected 'validation' or 'test', found '" + split + "'" +
                           did_you_mean(split, {"validation", "test"}));
-  ensure_data();
-  const data::Batch& all = split == "test" ? data_->test_set() : data_->eval_set();
+  const data::Dataset& data = *with_data().data;
+  const data::Batch& all = split == "test" ? data.test_set() : data.eval_set();
   return data::rows(all, 0, count ? std::min(count, all.size()) : all.size());
 }
 

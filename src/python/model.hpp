@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -30,22 +31,19 @@ py::dict metrics_dict(const model::EvalMetrics& m);
 
 class Model {
  public:
-  /// Read `path` as `qkv eval` does (a readable regular file, probed in a child process, then
-  /// loaded), without the task's data: held-out sets are made when an instrument first needs them
-  /// (ensure_data). `task_overrides`: "task.key=value" only.
+  /// Read `path` with model::load_model (a readable regular file whose header and checksum are
+  /// verified before HDF5 parses a byte; the model within this machine's memory), without the
+  /// task's data: held-out sets are made when an instrument first needs them (with_data).
+  /// `task_overrides`: "task.key=value" only.
   Model(const std::string& path, const std::vector<std::string>& task_overrides);
 
   model::LoadedModel& loaded() { return l_; }
+  /// The model with its data (model::with_data, made on first use; the same weights): what the
+  /// instruments that read held-out sets take. With the mutex held.
+  model::LoadedModel& with_data();
   model::TaskModel& task_model() { return *l_.model; }
   const data::Task& task() const { return *l_.task; }
   std::mutex& mutex() { return mutex_; }
-  /// Make the task's data (held-out sets) as `qkv eval` would have: the task built with its
-  /// corpus (text models, with the checkpoint's vocabulary) and the Dataset of the run's seed.
-  /// Call it, and data_task() and data(), with the mutex held; task() stays the task the model
-  /// was loaded with (the vocabulary), so that methods called with the GIL never see it change.
-  void ensure_data();
-  const data::Task& data_task() const { return *data_task_; }
-  data::Dataset& data() { return *data_; }
   /// The first `count` rows (0: all) of "validation" or "test" (ValueError for another name);
   /// with the mutex held.
   data::Batch held_out(const std::string& split, std::size_t count);
@@ -96,8 +94,7 @@ class Model {
   model::LoadedModel l_;
   std::vector<std::string> hook_names_, module_names_;
   std::unordered_map<std::string, nn::Module<float>*> by_name_;
-  std::shared_ptr<data::Task> data_task_;  // made by ensure_data
-  std::unique_ptr<data::Dataset> data_;
+  std::optional<model::LoadedModel> d_;  // with_data(): the task with its corpus, the data; task() stays l_'s
   std::mutex mutex_;
 };
 

@@ -1,8 +1,8 @@
 // qkv._qkv: the extension module under the Python package qkv (python/qkv/__init__.py holds the
-// Python API and its documentation; docs/python.md the guide). An application of libqkv like the
-// qkv command (it links src/app for loading and training as the command does), that lives in the
-// interpreter's process: it installs no signal handler, changes no environment variable and never
-// re-executes or prints to stderr (tests/structure_check.py checks src/python for that).
+// Python API and its documentation; docs/python.md the guide). It links libqkv alone (no part of
+// the qkv command) and lives in the interpreter's process: it installs no signal handler, changes
+// no environment variable, never forks, re-executes or prints to stderr (tests/structure_check.py
+// checks src/python for that, and tests/python that the module links no application code).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -167,12 +167,7 @@ PYBIND11_MODULE(_qkv, m) {
       .def("evaluate", &Model::evaluate)
       .def("time_cxx_forward", &Model::time_cxx_forward);
 
-  m.def("heads", &qkv::python::heads);
-  m.def("head_divergence", &qkv::python::head_divergence);
-  m.def("ablate", &qkv::python::ablate);
-  m.def("explain", &qkv::python::explain);
-  m.def("fill", &qkv::python::fill);
-  m.def("generate", &qkv::python::generate);
+  qkv::python::bind_instruments(m);
 
   py::class_<qkv::python::TrainArgs>(m, "TrainArgs")
       .def(py::init<>())

@@ -1,4 +1,4 @@
-// Training from Python: app::run_training (the run `qkv train` makes, snapshots included) in this
+// Training from Python: runs::train_with_snapshots (the run `qkv train` makes, snapshots included) in this
 // interpreter's process, which it leaves as it found it: no signal handler (Ctrl-C is Python's
 // own, polled between steps), no environment change, no re-execution, one process (no MPI).
 #include "train.hpp"
@@ -6,10 +6,8 @@
 #include <cstdio>
 #include <optional>
 
-#include "app/probe.hpp"
-#include "app/run.hpp"
-#include "app/runtime.hpp"
 #include "model.hpp"
+#include "qkv/runs/training.hpp"
 #include "qkv/io/files.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
@@ -37,14 +35,13 @@ py::dict train(const TrainArgs& a, const py::object& callback, const py::object&
   config::Config cfg;
   {
     py::gil_scoped_release nogil;  // a text task's corpus is read to size the run
-    cfg = a.path.empty() ? config::parse_config(a.text, a.source, a.overrides, app::physical_memory_bytes())
-                         : config::load_config(a.path, a.overrides, app::physical_memory_bytes());
-    if (!a.resume.empty()) {
-      io::check_input_file(a.resume, "resume");
-      app::probe_checkpoint(a.resume);
-    }
+    cfg = a.path.empty() ? config::parse_config(a.text, a.source, a.overrides, io::physical_memory_bytes())
+                         : config::load_config(a.path, a.overrides, io::physical_memory_bytes());
+    // The checkpoint is verified (header and checksum) before HDF5 parses a byte when the run
+    // resumes from it: a damaged file is an IoError, in this process, without a child.
+    if (!a.resume.empty()) io::check_input_file(a.resume, "resume");
   }
-  const train::RunOptions o = app::run_options(a.resume, a.out, a.overwrite, a.stop_after);
+  const train::RunOptions o = runs::run_options(a.resume, a.out, a.overwrite, a.stop_after);
   const std::string dir = a.out.empty() ? cfg.run.out : a.out;
 
   // What the callbacks saw, handed back to Python after the loop has saved last.h5.
@@ -105,7 +102,7 @@ py::dict train(const TrainArgs& a, const py::object& callback, const py::object&
     ThreadsRestored threads;
     dist::Comm one;
     py::gil_scoped_release nogil;
-    r = app::run_training(
+    r = runs::train_with_snapshots(
         cfg, o, cb, one,
         [&](const std::string& note) {
           py::gil_scoped_acquire gil;

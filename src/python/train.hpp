@@ -24,7 +24,7 @@ struct TrainArgs {
   std::int64_t stop_after = 0;
 };
 
-/// app::run_training as `qkv train` runs it, bit for bit. callback(step, metrics) (when not None)
+/// runs::train_with_snapshots as `qkv train` runs it, bit for bit. callback(step, metrics) (when not None)
 /// after every evaluation: returning False or raising StopIteration stops the run after that step
 /// (stop_reason "callback"); any other exception stops it too and is raised once last.h5 is
 /// saved. Ctrl-C (Python's SIGINT handler, polled with PyErr_CheckSignals before each step) stops

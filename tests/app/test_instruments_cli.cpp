@@ -93,7 +93,7 @@ TEST_CASE("instruments cli: bad arguments exit 2 naming what is wrong, and write
       {{"explain", ck, "--layer", "2", "--head", "0", "--query", "0"}, "--layer 2: the model has 2 attention layers (0..1)"},
       {{"explain", ck, "--layer", "0", "--head", "2", "--query", "0"}, "--head 2: blocks.0.attn has 2 heads (0..1)"},
       {{"explain", ck, "--layer", "0", "--head", "0", "--query", "99"}, "--query 99"},
-      {{"explain", ck, "--layer", "0", "--head", "0", "--query", "0", "--text", "1 2 3"}, "--ids"},
+      {{"explain", ck, "--layer", "0", "--head", "0", "--query", "0", "--text", "1 2 3"}, "--text: the model was trained on task sort, which has token ids"},
       {{"explain", ck, "--layer", "0", "--head", "0", "--query", "0", "--text", "1 2 99", "--ids"}, "99"},
       {{"explain", ck, "--layer", "0", "--head", "0", "--query", "0", "--example", "5000"}, "--example 5000"},
       {{"ablate", ck, "--heads", "", "--csv", out}, "empty"},

@@ -172,10 +172,12 @@ TEST_CASE("config: to_yaml writes every key and keeps awkward values exact") {
   c.model.dropout = 1.0 / 3.0;
   c.seed = 18446744073709551615ull;
   c.run.out = "runs/with \"quotes\" and: colon #hash";
+  c.task.program = "vocab a\n\tmax_len 2 \x01\n";  // a program's lines, written as JSON reads them too
   std::string y = to_yaml(c);
+  CHECK(y.find("program: \"vocab a\\n\\u0009max_len 2 \\u0001\\n\"") != std::string::npos);
   for (const char* key : {"seed:", "arch:", "d_model:", "heads:", "head_dim:", "layers:", "d_ff:", "dropout:",
                           "attn_dropout:", "activation:", "norm_first:", "positional:", "attention:", "scale:",
-                          "qk_init_gain:", "vocab:", "length:", "pairs:", "queries:", "eval_size:", "train_size:", "lr:",
+                          "qk_init_gain:", "norm:", "program:", "vocab:", "length:", "pairs:", "queries:", "eval_size:", "train_size:", "lr:",
                           "weight_decay:", "beta1:", "beta2:", "eps:", "momentum:", "dampening:", "nesterov:",
                           "decay_bias_and_norm:", "clip_grad_norm:", "warmup_steps:", "step_size:", "min_lr:",
                           "gamma:", "steps:", "batch_size:", "eval_every:", "checkpoint_every:", "log_every:",
@@ -185,6 +187,7 @@ TEST_CASE("config: to_yaml writes every key and keeps awkward values exact") {
   CHECK(back == c);
   CHECK(back.optimizer.lr == 0.1 + 0.2);
   CHECK(back.run.out == c.run.out);
+  CHECK(back.task.program == c.task.program);
 }
 
 TEST_CASE("config: malformed files name file, line, key, expected and found") {

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <set>
 
@@ -201,6 +202,33 @@ TEST_CASE("text: token labels are printable") {
   CHECK(b.token_label(0) == "\\x00");
   CHECK(b.token_label(0xE6) == "\\xE6");
   CHECK(b.token_label(0x7F) == "\\x7F");
+}
+
+TEST_CASE("text: a byte is labelled by one rule, as its ASCII character or else as its hex code") {
+  // The rule (text.hpp, docs/text.md): 0x20-0x7E and the newline, tab and carriage return get the
+  // label a char tokenizer gives that character (a space "␠", a newline "\n"); every other byte
+  // "\xNN" with uppercase hex digits.
+  const Tokenizer b = Tokenizer::bytes();
+  for (int v = 0; v < 256; ++v) {
+    CAPTURE(v);
+    const bool shown = (v >= 0x20 && v < 0x7F) || v == '\n' || v == '\t' || v == '\r';
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "\\x%02X", unsigned(v));
+    std::string expected = hex;
+    if (shown) {
+      const char32_t c = char32_t(v);
+      const Tokenizer one = Tokenizer::chars(std::u32string(1, c));
+      expected = one.token_label(0);  // the char tokenizer's label of the same character
+    }
+    CHECK(b.token_label(v) == expected);
+  }
+  CHECK(b.token_label(' ') == "\xE2\x90\xA0");
+  CHECK(b.token_label('\t') == "\\t");
+  CHECK(b.token_label('\r') == "\\r");
+  CHECK(b.token_label(0x0B) == "\\x0B");
+  CHECK(b.token_label(0x1F) == "\\x1F");
+  CHECK(b.token_label('~') == "~");
+  CHECK(b.token_label(0x80) == "\\x80");
 }
 
 TEST_CASE("text: tokenizer and cleaning names parse and list the choices") {

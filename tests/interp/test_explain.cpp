@@ -57,9 +57,9 @@ TEST_CASE("explain: the hand-set previous-token head's query 5 puts its weight o
     }
     return std::string("no error");
   };
-  CHECK(message(1, 0, 0).find("--layer 1: the model has 1 attention layers (0..0)") != std::string::npos);
-  CHECK(message(0, 2, 0).find("--head 2: blocks.0.attn has 2 heads (0..1)") != std::string::npos);
-  CHECK(message(0, 0, 16).find("--query 16: blocks.0.attn reads 16 queries (0..15)") != std::string::npos);
+  CHECK(message(1, 0, 0).find("layer 1: the model has 1 attention layers (0..0)") != std::string::npos);
+  CHECK(message(0, 2, 0).find("head 2: blocks.0.attn has 2 heads (0..1)") != std::string::npos);
+  CHECK(message(0, 0, 16).find("query 16: blocks.0.attn reads 16 queries (0..15)") != std::string::npos);
 }
 
 TEST_CASE("explain: cross-attention takes its queries from the target and its keys from the source") {

@@ -94,25 +94,25 @@ TEST_CASE("patching: inputs of different lengths, positions and classes out of r
   auto [clean, corrupt] = pair_differing_at(m, 3);
   const data::Batch shorter = data::ids_row(*m.task, {1, 2, 3}, "corrupt");
   CHECK(error_of([&] { interp::patch_heads(*m.model, *m.task, clean, shorter); }) ==
-        "patching needs a clean and a corrupted input of the same length (each head's output is patched position by "
+        "corrupt: patching needs a clean and a corrupted input of the same length (each head is patched position by "
         "position): the clean input has 16 tokens, the corrupted 3 tokens");
   interp::PatchingOptions o;
   o.position = 16;
   CHECK(error_of([&] { interp::patch_heads(*m.model, *m.task, clean, corrupt, o); }) ==
-        "--position 16: the model's output has 16 positions (0..15)");
+        "position 16: the model's output has 16 positions (0..15)");
   o = {};
   o.answer = 8;
   CHECK(error_of([&] { interp::patch_heads(*m.model, *m.task, clean, corrupt, o); }) ==
-        "--answer 8: the model's output has 8 classes (0..7)");
+        "answer 8: the model's output has 8 classes (0..7)");
   o = {};
   o.answer = 2, o.wrong = 2;
   CHECK(error_of([&] { interp::patch_heads(*m.model, *m.task, clean, corrupt, o); }).find(
-            "--answer and --wrong are the same, '2' at position 15") == 0);
+            "wrong: answer and wrong are the same, '2' at position 15") == 0);
   // Both runs predict the same token at the last position (they differ at 3 only).
   CHECK(error_of([&] { interp::patch_heads(*m.model, *m.task, clean, corrupt); })
-            .find("the clean and the corrupted input's most likely tokens are the same") == 0);
+            .find("wrong: the clean and the corrupted input's most likely tokens are the same") == 0);
   CHECK(error_of([&] { interp::patch_heads(*m.model, *m.task, data::concat(clean, clean), corrupt); }) ==
-        "patching: expected one row each, found 2 clean and 1 corrupted rows");
+        "corrupt: expected one row each, found 2 clean and 1 corrupted rows");
 }
 
 }  // namespace qkv

@@ -80,7 +80,7 @@ TEST_CASE("masked models: text rows spell masks as [MASK] or as --mask-text, and
   for (std::size_t r = 0; r < 4; ++r) {
     const auto [id, p] = fills[0].top[r];
     CHECK(p == doctest::Approx(std::exp(double(logits(0, 3, std::size_t(id))) - top) / sum).epsilon(1e-9));
-    if (r) CHECK(p <= fills[0].top[r - 1].second);
+    if (r) CHECK(p <= fills[0].top[r - 1].p);
   }
   const data::Batch none = task->text_row("我爱吃苹果", "--text");
   CHECK_THROWS_WITH_AS(model::fill_masks(*m, *task, none, 4), doctest::Contains("no mask"), ValueError);

@@ -76,6 +76,35 @@ TEST_CASE("TransformerEncoderLayer: pre-LN and post-LN formulas, parameter names
   }
 }
 
+TEST_CASE("norm none: x + attn(x) then + ff, no LayerNorm in the layers or at the end of any model") {
+  for (bool nf : {true, false}) {
+    CAPTURE(nf);
+    TransformerLayerOptions o = tiny_layer(nf);
+    o.norm = Norm::None;
+    Generator gen(1);
+    TransformerEncoderLayer<double> layer(o, gen);
+    CHECK(!layer.norm1);
+    CHECK(!layer.norm2);
+    for (auto& n : test::param_names(layer)) CHECK(n.find("norm") == std::string::npos);
+    Variable<double> x = leaf({2, 3, 4}, 2);
+    Variable<double> y = add(x, layer.attn->forward(x, x, x).output);
+    CHECK(test::max_abs_diff(layer.forward(x).value(), add(y, layer.ff->forward(y)).value()) < 1e-12);
+    TransformerDecoderLayer<double> dec(o, gen);
+    CHECK((!dec.norm1 && !dec.norm2 && !dec.norm3));
+    CHECK(dec.forward(x, leaf({2, 5, 4}, 3)).shape() == Shape{2, 3, 4});
+  }
+  TransformerOptions m = tiny_model(true);
+  m.norm = Norm::None;
+  Generator gen(2);
+  EncoderModel<double> enc(5, 3, m, gen);
+  CHECK(!enc.norm);
+  m.arch = Arch::Decoder;
+  DecoderModel<double> dec(5, m, gen);
+  CHECK(!dec.norm);
+  for (auto& n : test::param_names(dec)) CHECK(n.find("norm") == std::string::npos);
+  CHECK(norm_names().name(Norm::None) == std::string("none"));
+}
+
 TEST_CASE("TransformerEncoderLayer: gradcheck pre-LN and post-LN, both impls, with key padding") {
   for (bool nf : {true, false})
     for (AttentionImpl impl : {AttentionImpl::Fused, AttentionImpl::Composite}) {

@@ -150,3 +150,59 @@ def test_info_says_which_kernel_runs_and_how_to_get_the_fast_one():
         assert i["fast_kernel_hint"] == ""
     with pytest.raises(ValueError, match="at least 1 thread"):
         qkv.set_num_threads(0)
+
+
+def c_handler(signum):
+    """A signal's handler as the C library sees it (sigaction)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    old = ctypes.create_string_buffer(256)
+    assert libc.sigaction(signum, None, old) == 0
+    return bytes(old.raw[:8])
+
+
+def test_damaged_files_from_several_threads_are_io_errors_and_nothing_forks(workdir, grammar_ckpt):
+    """qkv.load reads a checkpoint in this process, without a child (docs/python.md, "Damaged
+    files"): the header and checksum are verified before HDF5 parses a byte, so truncated, flipped
+    and foreign files are IoErrors, also from several threads at once; no process is forked, no
+    signal handler installed."""
+    import concurrent.futures
+    import os
+
+    good = grammar_ckpt.read_bytes()
+    variants = {"truncated_4k": good[:4096], "truncated_half": good[:len(good) // 2], "empty": b"",
+                "flipped": good[:len(good) // 2] + bytes([good[len(good) // 2] ^ 0x40]) + good[len(good) // 2 + 1:],
+                "garbage": bytes((i * 131 + 7) % 256 for i in range(len(good))), "hdf5_alone": good[512:]}
+    paths = []
+    for name, data in variants.items():
+        p = workdir / f"damaged_{name}.h5"
+        p.write_bytes(data)
+        paths.append(p)
+    handlers = {s: c_handler(s) for s in (signal.SIGSEGV, signal.SIGCHLD, signal.SIGINT, signal.SIGPIPE)}
+
+    def load(p):
+        try:
+            qkv.load(p)
+        except qkv.IoError as e:
+            return str(e)
+        return "loaded"
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        errors = list(pool.map(load, paths * 3))
+    for p, e in zip(paths * 3, errors):
+        assert p.name in e and e != "loaded", e
+    with pytest.raises(ChildProcessError):  # no child was ever started
+        os.waitpid(-1, os.WNOHANG)
+    assert {s: c_handler(s) for s in handlers} == handlers
+    qkv.load(grammar_ckpt)  # and the interpreter goes on
+
+
+def test_the_module_links_the_library_alone():
+    """The extension holds no part of the qkv command (its server, its child-process probe)."""
+    import subprocess
+
+    so = qkv._qkv.__file__
+    symbols = subprocess.run(["nm", "-C", str(so)], capture_output=True, text=True, check=True).stdout
+    assert "qkv::python::" in symbols  # the check reads real symbols
+    assert "qkv::app::" not in symbols and "httplib::" not in symbols and "probe_checkpoint" not in symbols
+    needed = subprocess.run(["readelf", "-d", str(so)], capture_output=True, text=True, check=True).stdout
+    assert "NEEDED" in needed and "httplib" not in needed

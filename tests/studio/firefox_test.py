@@ -273,7 +273,7 @@ def main():
                               "document.querySelectorAll('#step-body tr[data-key]').length === 6"))
             ff.click("#grid .cell[data-layer='0'][data-head='1'] .sw")
             check("a head removed with its switch: the held-out metrics follow",
-                  ff.wait_for("qkvStudio.state().heldout && qkvStudio.state().heldout.ablated.length === 1", 60))
+                  ff.wait_for("qkvStudio.state().heldout && qkvStudio.state().heldout.ablated && qkvStudio.state().heldout.ablated.heads.length === 1", 60))
             ff.click("#langs button[data-lang='zh']")
             check("中文", ff.eval("document.querySelector(\"#tabs button[data-tab='look']\").textContent") == "看注意力")
             ff.click("#tabs button[data-tab='patch']")

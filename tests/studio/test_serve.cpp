@@ -10,10 +10,11 @@
 #include <thread>
 
 #include "app/serve_api.hpp"
-#include "app/serve_json.hpp"
+#include "qkv/io/json.hpp"
 #include "fuzz/serve_target.hpp"
 #include "qkv/interp/ablation.hpp"
 #include "qkv/interp/explain.hpp"
+#include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/patching.hpp"
 #include "test_util.hpp"
 
@@ -21,7 +22,7 @@ namespace qkv {
 namespace {
 
 namespace fs = std::filesystem;
-using app::json::Value;
+using json::Value;
 
 app::StudioResponse post(app::Studio& s, const std::string& path, const std::string& body,
                          const std::string& type = "application/json") {
@@ -39,7 +40,7 @@ app::StudioResponse get(app::Studio& s, const std::string& path, std::vector<std
 // The error message of a 4xx response (its JSON parsed), with the status checked.
 std::string error_of(const app::StudioResponse& r, int status) {
   CHECK(r.status == status);
-  const Value v = app::json::parse(r.body);
+  const Value v = json::parse(r.body);
   const Value* e = v.find("error");
   REQUIRE(e != nullptr);
   return e->text;
@@ -50,8 +51,8 @@ std::string without_ms(const std::string& body) { return body.substr(0, body.rfi
 
 std::string parse_error(const std::string& text) {
   try {
-    app::json::parse(text);
-  } catch (const app::json::RequestError& e) {
+    json::parse(text);
+  } catch (const ValueError& e) {
     return e.what();
   }
   return "(parsed)";
@@ -60,14 +61,14 @@ std::string parse_error(const std::string& text) {
 }  // namespace
 
 TEST_CASE("studio json: strict parsing of requests, with the byte where it fails") {
-  const Value v = app::json::parse(R"( {"a": [1, -2.5e3, true, null], "b": "\u732b\ud83d\ude00\n", "c": {}} )");
+  const Value v = json::parse(R"( {"a": [1, -2.5e3, true, null], "b": "\u732b\ud83d\ude00\n", "c": {}} )");
   REQUIRE(v.kind == Value::Kind::Object);
   REQUIRE(v.find("a")->items.size() == 4);
   CHECK(v.find("a")->items[1].number == -2500.0);
   CHECK(v.find("a")->items[1].text == "-2.5e3");
   CHECK(v.find("b")->text == "猫😀\n");
   CHECK(v.find("c")->kind == Value::Kind::Object);
-  CHECK(app::json::parse("\"猫\"").text == "猫");
+  CHECK(json::parse("\"猫\"").text == "猫");
 
   CHECK(parse_error("") == "body: empty; expected a JSON value (an object such as {\"model\": 0}) at byte 0 (not valid JSON)");
   CHECK(parse_error("{\"a\": 1,}") == "body: expected a member name in double quotes at byte 8 (not valid JSON)");
@@ -85,20 +86,20 @@ TEST_CASE("studio json: strict parsing of requests, with the byte where it fails
   CHECK(parse_error(std::string(40, '[') + std::string(40, ']')).find("nesting deeper than 16") != std::string::npos);
   CHECK(parse_error("{\"a\": tru}").find("did you mean true?") != std::string::npos);
 
-  const Value n = app::json::parse("{\"x\": 3, \"y\": -1, \"z\": 2.0, \"s\": \"3\"}");
-  CHECK(app::json::whole(*n.find("x"), "x", 0, 5) == 3);
-  CHECK_THROWS_WITH(app::json::whole(*n.find("y"), "y", 0, 5), "y: expected a whole number in [0, 5], found the number -1");
-  CHECK_THROWS_WITH(app::json::whole(*n.find("z"), "z", 0, 5), "z: expected a whole number in [0, 5], found the number 2.0");
-  CHECK_THROWS_WITH(app::json::whole(*n.find("s"), "s", 0, 5), "s: expected a whole number in [0, 5], found the string '3'");
-  CHECK_THROWS_WITH(app::json::whole(*n.find("x"), "x", 4, 5), "x: expected a whole number in [4, 5], found 3");
+  const Value n = json::parse("{\"x\": 3, \"y\": -1, \"z\": 2.0, \"s\": \"3\"}");
+  CHECK(json::whole(*n.find("x"), "x", 0, 5) == 3);
+  CHECK_THROWS_WITH(json::whole(*n.find("y"), "y", 0, 5), "y: expected a whole number in [0, 5], found the number -1");
+  CHECK_THROWS_WITH(json::whole(*n.find("z"), "z", 0, 5), "z: expected a whole number in [0, 5], found the number 2.0");
+  CHECK_THROWS_WITH(json::whole(*n.find("s"), "s", 0, 5), "s: expected a whole number in [0, 5], found the string '3'");
+  CHECK_THROWS_WITH(json::whole(*n.find("x"), "x", 4, 5), "x: expected a whole number in [4, 5], found 3");
 
-  app::json::Writer w;
+  json::Writer w;
   w.open('{').member("a", 1).key("b").open('[').value(0.5).value("x</script>").null().close(']').member("c", true).close('}');
   CHECK(w.str() == "{\"a\":1,\"b\":[0.5,\"x<\\/script>\",null],\"c\":true}");
-  CHECK(app::json::number(0.1) == "0.1");
-  CHECK(app::json::number(1.0 / 3) == "0.3333333333333333");
-  CHECK(app::json::number(2.0) == "2");
-  CHECK(app::json::base64_floats(std::vector<float>{1.0f}.data(), 1) == "AACAPw==");
+  CHECK(json::number(0.1) == "0.1");
+  CHECK(json::number(1.0 / 3) == "0.3333333333333333");
+  CHECK(json::number(2.0) == "2");
+  CHECK(json::base64_floats(std::vector<float>{1.0f}.data(), 1) == "AACAPw==");
 }
 
 TEST_CASE("studio: the page, its assets and the models are served, unknown pages and methods refused") {
@@ -117,7 +118,7 @@ TEST_CASE("studio: the page, its assets and the models are served, unknown pages
   CHECK(get(s, "/studio.js").content_type == "text/javascript; charset=utf-8");
   CHECK(get(s, "/studio.css").body.find("--tok-font") != std::string::npos);
 
-  const Value models = app::json::parse(get(s, "/api/models").body);
+  const Value models = json::parse(get(s, "/api/models").body);
   const auto& list = models.find("models")->items;
   REQUIRE(list.size() == 2);
   CHECK(list[0].find("task")->text == "grammar");
@@ -144,7 +145,7 @@ TEST_CASE("studio: the page, its assets and the models are served, unknown pages
   other.method = "GET", other.path = "/api/models", other.host = "evil.example:8080";
   CHECK(error_of(s.handle(other), 403).find("Host 'evil.example:8080' is not this server's") == 0);
   CHECK(get(s, "/favicon.ico").status == 204);
-  const Value run = app::json::parse(get(s, "/api/run").body);
+  const Value run = json::parse(get(s, "/api/run").body);
   CHECK(run.find("note")->text == "no --run directory was given");
   CHECK(error_of(get(s, "/api/snapshot"), 404) == "/api/snapshot: no --run directory was given to qkv serve");
   CHECK(error_of(post(s, "/api/reload", "{}"), 400).find("built in memory") != std::string::npos);
@@ -177,7 +178,7 @@ TEST_CASE("studio: analyze gives every head's weights, the answer and the loss, 
   const app::StudioResponse r = post(s, "/api/analyze",
                                      R"({"input": {"text": "猫喜欢追逐老鼠", "masks": [5]}, "query": {"layer": 1, "head": 0, "position": 3}})");
   REQUIRE(r.status == 200);
-  const Value v = app::json::parse(r.body);
+  const Value v = json::parse(r.body);
   std::vector<std::string> tokens;
   for (auto& t : v.find("tokens")->items) tokens.push_back(t.text);
   CHECK(tokens == std::vector<std::string>{"猫", "喜", "欢", "追", "逐", "[MASK]", "鼠", "。"});
@@ -188,7 +189,7 @@ TEST_CASE("studio: analyze gives every head's weights, the answer and the loss, 
   REQUIRE(layers[0].find("weights")->items.size() == 2);
   CHECK(layers[0].find("encoding")->text == "float32");
   CHECK(layers[0].find("weights")->items[0].text.size() == (8 * 8 * 4 + 2) / 3 * 4);  // 64 float32 in base64
-  const Value u8 = app::json::parse(post(s, "/api/analyze", R"({"input": {"text": "猫喜欢追逐老鼠"}, "weights": "uint8"})").body);
+  const Value u8 = json::parse(post(s, "/api/analyze", R"({"input": {"text": "猫喜欢追逐老鼠"}, "weights": "uint8"})").body);
   CHECK(u8.find("layers")->items[0].find("encoding")->text == "uint8");
   CHECK(u8.find("layers")->items[0].find("weights")->items[0].text.size() == (8 * 8 + 2) / 3 * 4);  // 64 bytes
   const Value& answer = *v.find("answer");
@@ -214,21 +215,21 @@ TEST_CASE("studio: analyze gives every head's weights, the answer and the loss, 
   CHECK(only.body.find("\"layers\"") == std::string::npos);
 
   // A head removed: the answer changes, and the intact model's loss comes along.
-  const Value ab = app::json::parse(post(s, "/api/analyze", R"({"input": {"text": "猫喜欢追逐老鼠", "masks": [5]}, "ablate": {"heads": [[1, 0], [1, 1]]}})").body);
+  const Value ab = json::parse(post(s, "/api/analyze", R"({"input": {"text": "猫喜欢追逐老鼠", "masks": [5]}, "ablate": {"heads": [[1, 0], [1, 1]]}})").body);
   CHECK(ab.find("intact")->find("loss")->number == v.find("loss")->number);
   CHECK(ab.find("loss")->number != v.find("loss")->number);
   CHECK(ab.find("ablated")->items.size() == 2);
 
   // Token ids, and a held-out example with its targets (a sort model: every position scored).
-  const Value ids = app::json::parse(post(s, "/api/analyze", R"({"model": 1, "input": {"ids": [5, 1, 7]}})").body);
+  const Value ids = json::parse(post(s, "/api/analyze", R"({"model": 1, "input": {"ids": [5, 1, 7]}})").body);
   CHECK(ids.find("tokens")->items.size() == 3);
   CHECK(ids.find("answer")->find("kind")->text == "labels");
   CHECK(ids.find("loss")->kind == Value::Kind::Null);
-  const Value ex = app::json::parse(post(s, "/api/analyze", R"({"model": 1, "input": {"example": 3}})").body);
+  const Value ex = json::parse(post(s, "/api/analyze", R"({"model": 1, "input": {"example": 3}})").body);
   CHECK(ex.find("scored")->number == 8);
 
   // Text outside the grammar is read as plain tokens, with a note saying so.
-  const Value plain = app::json::parse(post(s, "/api/analyze", R"({"input": {"text": "鼠猫"}})").body);
+  const Value plain = json::parse(post(s, "/api/analyze", R"({"input": {"text": "鼠猫"}})").body);
   CHECK(plain.find("note")->text.find("'鼠猫'") == 0);
   CHECK(plain.find("note")->text.find("read as plain tokens") != std::string::npos);
   CHECK(plain.find("tokens")->items.size() == 2);
@@ -251,19 +252,19 @@ TEST_CASE("studio: bad requests get 400 (or 413, 415) naming the field, expected
   CHECK(bad("{\"input\": {\"text\": \"" + std::string(30, 'x') + "\"}}").find("input.text") == 0);
   CHECK(bad("{\"model\": 2, \"input\": {\"text\": \"我\"}}") == "model: expected a whole number in [0, 1], found 2");
   CHECK(bad("{\"model\": 1, \"input\": {\"text\": \"3 1\"}}").find("input.text: the model was trained on task sort, which has token ids") == 0);
-  CHECK(bad("{\"model\": 1, \"input\": {\"ids\": [1, 8]}}") == "input.ids[1]: expected a whole number in [0, 7], found 8");
+  CHECK(bad("{\"model\": 1, \"input\": {\"ids\": [1, 8]}}") == "input.ids[1]: token id 8 is outside the vocabulary [0, 8)");
   CHECK(bad("{\"model\": 1, \"input\": {\"ids\": [1, 2, 3, 4, 5, 6, 7, 1, 2]}}") ==
         "input.ids: 9 tokens, more than the model's context of 8 (task.length)");
-  CHECK(bad("{\"model\": 1, \"input\": {\"example\": 8}}") == "input.example: expected a whole number in [0, 7], found 8");
+  CHECK(bad("{\"model\": 1, \"input\": {\"example\": 8}}") == "input.example 8: the validation set has 8 examples (0..7)");
   CHECK(bad("{\"model\": 1, \"input\": {\"ids\": [1], \"masks\": [0]}}").find("input.masks: the model was trained on task sort without masks") == 0);
-  CHECK(bad("{\"input\": {\"text\": \"我爱吃苹果\", \"masks\": [9]}}") == "input.masks[0]: expected a whole number in [0, 5], found 9");
+  CHECK(bad("{\"input\": {\"text\": \"我爱吃苹果\", \"masks\": [9]}}") == "input.masks[0]: position 9 is past the row's 6 tokens");
   CHECK(bad("{\"input\": {\"text\": \"我爱吃苹果\", \"masks\": [1, 1]}}") == "input.masks[1]: position 1 is masked already");
-  CHECK(bad("{\"input\": {\"text\": \"我\"}, \"ablate\": {\"heads\": [[0, 2]]}}") == "ablate.heads[0][1]: expected a whole number in [0, 1], found 2");
+  CHECK(bad("{\"input\": {\"text\": \"我\"}, \"ablate\": {\"heads\": [[0, 2]]}}") == "ablate.heads[0]: attention layer 0 has no head 2 (heads 0..1)");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"ablate\": {\"heads\": [[0]]}}") == "ablate.heads[0]: expected [layer, head], found an array of 1");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"ablate\": {\"heads\": [[0, 1], [0, 1]]}}") == "ablate.heads[1]: head 0.1 is listed twice");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"ablate\": {\"mode\": \"half\"}}").find("ablate.mode: expected one of zero, mean, found 'half'") == 0);
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"query\": {\"layer\": 0, \"head\": 0, \"position\": 2}}") ==
-        "query.position: expected a whole number in [0, 0], found 2");
+        "query.position 2: blocks.0.attn reads 1 queries (0..0)");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"query\": {\"layer\": 0}}") == "query.head: required (a whole number)");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"top_k\": 0}") == "top_k: expected a whole number in [1, 50], found 0");
   CHECK(bad("{\"input\": {\"text\": \"我\"}, \"weights\": \"f16\"}") == "weights: expected float32 or uint8, found 'f16'");
@@ -275,13 +276,13 @@ TEST_CASE("studio: bad requests get 400 (or 413, 415) naming the field, expected
 
   // patching: inputs of different lengths, tokens that are not one token, answer == wrong
   CHECK(bad("{\"clean\": {\"text\": \"我爱吃苹果\"}, \"corrupt\": {\"text\": \"我爱吃\"}}", 400, "/api/patch").find(
-            "patching needs a clean and a corrupted input of the same length") == 0);
+            "corrupt: patching needs a clean and a corrupted input of the same length") == 0);
   CHECK(bad("{\"clean\": {\"text\": \"我爱[MASK]苹果\"}, \"corrupt\": {\"text\": \"我爱[MASK]牛奶\"}, \"answer\": \"苹果\", \"wrong\": \"喝\"}",
             400, "/api/patch") == "answer: '苹果' is 2 tokens for this model; give one token");
   CHECK(bad("{\"corrupt\": {\"text\": \"我\"}}", 400, "/api/patch") == "clean: required (an object with text, ids or example)");
-  CHECK(bad("{\"examples\": 9, \"model\": 1}", 400, "/api/heldout") == "examples: expected a whole number in [1, 8], found 9");
+  CHECK(bad("{\"examples\": 1025, \"model\": 1}", 400, "/api/heldout") == "examples: expected a whole number in [1, 1024], found 1025");
   CHECK(bad("{\"model\": 1, \"ablate\": {\"heads\": [[1, 0]]}}", 400, "/api/heldout") ==
-        "ablate.heads[0][0]: expected a whole number in [0, 0], found 1");
+        "ablate.heads[0]: the model has no attention layer 1 (layers 0..0)");
 }
 
 TEST_CASE("studio: held-out metrics and patching equal qkv ablate's and qkv patch's numbers") {
@@ -289,18 +290,18 @@ TEST_CASE("studio: held-out metrics and patching equal qkv ablate's and qkv patc
   auto models = fuzz::studio_models();
   model::LoadedModel& sort = models[1]->loaded;
   const data::Batch test = data::rows(sort.data->test_set(), 0, 6);
-  const Value h = app::json::parse(post(s, "/api/heldout", R"({"model": 1, "examples": 6, "ablate": {"heads": [[0, 1]]}})").body);
+  const Value h = json::parse(post(s, "/api/heldout", R"({"model": 1, "examples": 6, "ablate": {"heads": [[0, 1]]}})").body);
   const model::EvalMetrics intact = interp::ablated_metrics(*sort.model, test, {}, interp::AblationMode::Zero);
   const model::EvalMetrics without = interp::ablated_metrics(*sort.model, test, {{0, 1}}, interp::AblationMode::Zero);
   CHECK(h.find("intact")->find("loss")->number == intact.loss);
-  CHECK(h.find("with_ablation")->find("loss")->number == without.loss);
-  CHECK(h.find("with_ablation")->find("token_accuracy")->number == without.token_accuracy);
+  CHECK(h.find("ablated")->find("loss")->number == without.loss);
+  CHECK(h.find("ablated")->find("token_accuracy")->number == without.token_accuracy);
   // mean ablation: the means of the validation set, as qkv ablate --mode mean
   const auto means = interp::head_means(*sort.model, sort.data->eval_set());
   const model::EvalMetrics mean = interp::ablated_metrics(*sort.model, test, {{0, 0}}, interp::AblationMode::Mean, &means);
-  const Value hm = app::json::parse(
+  const Value hm = json::parse(
       post(s, "/api/heldout", R"({"model": 1, "examples": 6, "ablate": {"heads": [[0, 0]], "mode": "mean"}})").body);
-  CHECK(hm.find("with_ablation")->find("loss")->number == mean.loss);
+  CHECK(hm.find("ablated")->find("loss")->number == mean.loss);
 
   const std::vector<Index> a = {1, 2, 3, 4}, b = {1, 6, 3, 4};
   interp::PatchingOptions o;
@@ -312,6 +313,24 @@ TEST_CASE("studio: held-out metrics and patching equal qkv ablate's and qkv patc
       s, "/api/patch", R"({"model": 1, "clean": {"ids": [1, 2, 3, 4]}, "corrupt": {"ids": [1, 6, 3, 4]}, "position": 1, "answer": 2, "wrong": 6})");
   REQUIRE(p.status == 200);
   CHECK(p.body.find("\"patching\":" + expected) != std::string::npos);
+}
+
+TEST_CASE("studio: head scores and labels equal qkv heads' numbers, and the newest checkpoint needs --run") {
+  app::Studio s = fuzz::make_studio();
+  auto models = fuzz::studio_models();
+  const app::StudioResponse r = post(s, "/api/heads", R"({"model": 0, "examples": 8})");
+  REQUIRE(r.status == 200);
+  interp::HeadsRequest request;
+  request.examples = 8;
+  CHECK(without_ms(r.body) + "}" == interp::to_json(interp::heads(models[0]->loaded, request)));
+  const Value v = json::parse(r.body);
+  CHECK(v.find("heads")->items.size() == 4);  // 2 layers x 2 heads
+  CHECK(v.find("heads")->items[0].find("label")->kind == Value::Kind::String);
+  CHECK(error_of(post(s, "/api/heads", R"({"examples": 0})"), 400) == "examples: expected a whole number in [1, 1024], found 0");
+  CHECK(error_of(post(s, "/api/heads", R"({"exmaples": 8})"), 400).find("did you mean 'examples'") != std::string::npos);
+  CHECK(error_of(post(s, "/api/reload", R"({"latest": true})"), 400) ==
+        "latest: the newest checkpoint of a run needs qkv serve --run DIR");
+  CHECK(error_of(post(s, "/api/reload", R"({"latest": 1})"), 400).find("latest") == 0);
 }
 
 TEST_CASE("studio: requests from parallel clients give the answers of the same requests one at a time") {

@@ -50,7 +50,7 @@ def endpoints(srv, c, work):
     s, r, _ = c.post("/api/explain", {"input": {"text": "猫喜欢追逐老鼠"}, "query": {"layer": 0, "head": 1, "position": 0}})
     check("POST /api/explain", s == 200 and r["explain"]["head"] == 1 and "layers" not in r)
     s, r, _ = c.post("/api/heldout", {"model": 1, "examples": 16, "ablate": {"heads": [[0, 1]], "mode": "mean"}})
-    check("POST /api/heldout", s == 200 and r["examples"] == 16 and r["with_ablation"]["loss"] > 0)
+    check("POST /api/heldout", s == 200 and r["examples"] == 16 and r["ablated"]["loss"] > 0)
     s, r, _ = c.post("/api/patch", {"model": 1, "clean": {"ids": [1, 2, 3]}, "corrupt": {"ids": [1, 4, 3]},
                                     "position": 1, "answer": 2, "wrong": 4})
     check("POST /api/patch", s == 200 and len(r["patching"]["layers"]) == 1 and r["patching"]["position"] == 1)

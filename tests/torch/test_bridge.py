@@ -9,7 +9,8 @@ repository root). Trains tiny checkpoints (width 16, a few steps) in a temporary
 checks, printing one line per check:
   generator   qkv_tasks' held-out tokens = the tokens `qkv logits` prints (sort, recall)
   (a) encoder the mirror's logits = `qkv logits` to 1e-5, float32 and float64 mirror (pre-LN,
-              post-LN, learned positions, ReLU, head_dim != C/H, model.scale, recall)
+              post-LN, no LayerNorm (norm none), learned positions, ReLU, head_dim != C/H, model.scale,
+              recall)
   (b) trip    qkv -> export -> import -> qkv: /model bitwise identical, in order; `qkv eval` prints
               the same lines; the mirror's names are the checkpoint's, in order
   (c) seq2seq the mirror's held-out loss = `qkv eval`'s (printed) and /metrics/eval_loss (not
@@ -158,7 +159,7 @@ def test_generator(env, ckpts):
 
 
 def test_encoder_logits(env, ckpts):
-    for name in ("sort", "post_ln", "head_dim", "recall"):
+    for name in ("sort", "post_ln", "norm_none", "head_dim", "recall"):
         tokens, want = env.logits(ckpts[name], 8)
         for dtype in (torch.float32, torch.float64):
             model, info = qkv_torch.load(ckpts[name], dtype)
@@ -667,6 +668,8 @@ def train_all(env):
         "sort": env.train("sort", "sort.yaml"),
         "post_ln": env.train("post_ln", "reverse.yaml", model__norm_first="false", model__positional="learned",
                              model__activation="relu", model__layers=2),
+        "norm_none": env.train("norm_none", "sort.yaml", model__norm="none", model__activation="relu",
+                               model__positional="learned", model__scale=100),
         "head_dim": env.train("head_dim", "sort.yaml", model__head_dim=4, model__scale=0.3),
         "scaled": env.train("scaled", "sort.yaml", model__scale=0.4),
         "recall": env.train("recall", "recall.yaml", task__vocab=6, task__pairs=3, task__queries=2,

@@ -8,7 +8,7 @@
 #include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
-#include "app/run.hpp"
+#include "qkv/runs/training.hpp"
 #include "train_fixtures.hpp"
 
 using namespace qkv;
@@ -29,7 +29,7 @@ train::RunResult train_quiet(const config::Config& cfg, const std::string& resum
   o.existing = train::ExistingRun::Overwrite;  // the tests reuse their directories
   o.loop.stop_after = stop_after;
   dist::Comm single;
-  return app::run_training(cfg, o, {}, single);
+  return runs::train_with_snapshots(cfg, o, {}, single);
 }
 
 // Metric columns that do not depend on wall time.

@@ -27,6 +27,9 @@
 /// Sentences with known roles (data/grammar.hpp), objective causal or masked:
 ///   grammar    everyday sentences of a built-in lexicon and grammar (zh or en), packed into rows
 ///              of T tokens and padded; batches carry the gold words and relations of every token
+/// A rasp program's outputs (data/program_task.hpp; what `qkv compile` writes):
+///   program    BOS, then 1..max_len random tokens of its vocabulary, then padding; targets the
+///              reference interpreter's output at each token
 /// Either encoder or decoder (a label at one position, read from earlier ones):
 ///   mod_add    "a b =" labelled (a + b) mod p at '=', p = vocab; a fixed share of all p^2 pairs
 ///              trains, the rest is split into validation and test (the grokking setup)
@@ -103,6 +106,9 @@ struct TaskOptions {
   Objective objective = Objective::Causal;  ///< text, grammar: next-token (causal) or masked targets
   double mask_rate = 0.15;      ///< masked: the share of positions chosen, in (0, 1)
   Language language = Language::Zh;  ///< grammar: the language of the sentences
+  std::string grammar = "v1";   ///< grammar: v1 (built in), v2 (share/grammar/v2.yaml, compiled in) or a grammar file's path
+  /// program: the rasp program's text (docs/compile.md); empty: the file `path` holds it
+  std::string program;
   /// name in task_names(), sizes positive, vocab >= 2, recall keys distinct (pairs <= vocab),
   /// each task's own constraints; throws OptionError.
   void validate() const;

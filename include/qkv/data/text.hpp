@@ -141,10 +141,12 @@ class Tokenizer {
   /// ValueError on an id outside [0, V).
   std::string decode(const Index* ids, std::size_t n) const;
   std::string decode(const std::vector<Index>& ids) const { return decode(ids.data(), ids.size()); }
-  /// A printable label of one token for tables and viewers: the character itself; "␠" (U+2420)
-  /// for a space; "\n", "\t", "\r" (backslash and letter); "<unk>"; "U+XXXX" for other control
-  /// and invisible format characters (Char); "\xNN" for a byte that is not printable ASCII (Byte);
-  /// the word itself (Word).
+  /// A printable label of one token for tables and viewers. Char: the character itself; "␠"
+  /// (U+2420) for a space; "\n", "\t", "\r" (backslash and letter); "U+XXXX" for the other
+  /// controls, spaces and invisible format characters; "<unk>". Byte: the same label as the
+  /// ASCII character for 0x20-0x7E, '\n', '\t' and '\r' (so a space is "␠", a newline "\n");
+  /// "\xNN" (two uppercase hex digits) for every other byte: the other controls, 0x7F and every
+  /// byte >= 0x80. Word: the word itself, "<unk>".
   std::string token_label(Index id) const;
 
  private:

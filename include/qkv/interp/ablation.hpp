@@ -11,13 +11,18 @@
 /// mean; with xi a parameter, d loss / d xi_h is the head importance of Michel et al. (2019),
 /// "Are Sixteen Heads Really Better than One?", eq. 5: I_h = E_x |d L(x) / d xi_h|.
 
+#include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "qkv/data/tasks.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "qkv/tensor/names.hpp"
+#include "qkv/model/answer.hpp"
 #include "qkv/model/evaluate.hpp"
+#include "qkv/model/load.hpp"
 #include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
@@ -96,5 +101,51 @@ struct PrunePoint {
 std::vector<PrunePoint> prune_curve(model::TaskModel& model, const data::Batch& importance_batch,
                                     const data::Batch& eval_batch, AblationMode mode,
                                     const std::vector<Array<float>>* means = nullptr, std::size_t step = 1);
+
+/// A list of heads checked against the model's layers: field errors "<field>[i]" for a layer or
+/// head out of range or a head listed twice.
+void check_heads(const std::vector<HeadRef>& heads, const std::vector<std::size_t>& per_layer,
+                 const std::string& field = "heads");
+
+/// `qkv ablate`, the studio's held-out metrics and Python's qkv.ablate. The metrics are those of
+/// the first `examples` test examples (0: all), restricted to `relation` when given; mean ablation
+/// puts in each head's mean output over the validation set (head_means).
+struct AblateRequest {
+  /// Removed together; empty: nothing removed (the intact metrics only). Absent: each head removed
+  /// alone (or, with `prune`, the pruning curve).
+  std::optional<std::vector<HeadRef>> heads;
+  AblationMode mode = AblationMode::Zero;
+  std::size_t examples = 0;
+  std::string relation;   ///< restrict_to_relation's name ("" = every scored token)
+  bool prune = false;     ///< the pruning curve (prune_curve, importances on the validation set)
+  std::size_t step = 1;   ///< heads removed per pruning step, >= 1
+};
+struct AblateResult {
+  AblationMode mode = AblationMode::Zero;
+  std::string relation;
+  std::size_t examples = 0;
+  model::EvalMetrics intact;
+  std::optional<AblationRow> ablated;  ///< `heads` given and not empty
+  std::vector<AblationRow> each;       ///< no `heads`, no `prune`: every head alone, model order
+  std::vector<PrunePoint> curve;       ///< `prune`
+};
+/// What one model's requests can share (the studio keeps one per model): the means of mean
+/// ablation, the intact metrics per (examples, relation), and the intact score of the last row
+/// analysed with heads removed (toggling heads on one input runs the intact model once).
+struct AblationCache {
+  std::shared_ptr<const std::vector<Array<float>>> means;
+  std::map<std::pair<std::size_t, std::string>, model::EvalMetrics> intact;
+  std::string row_key;
+  model::Score row_score;
+};
+/// The means of mean ablation (head_means over the validation set), made once per cache.
+const std::vector<Array<float>>& cached_means(model::LoadedModel& model, AblationCache& cache);
+/// Field errors: "data", "prune" (with heads), "step" (0), "heads" / "heads[i]", "relation".
+AblateResult ablate(model::LoadedModel& model, const AblateRequest& request, AblationCache* cache = nullptr);
+/// {"mode", "relation" (or null), "examples", "intact": metrics, then "ablated": {"heads":
+/// [[layer, head], ...], metrics, "loss_change", "accuracy_change"}, or "each": [{"layer", "head",
+/// metrics, changes}] (model order), or "curve": [{"removed": [[layer, head], ...], "fraction",
+/// metrics}]}; metrics are "loss", "token_accuracy", "sequence_accuracy".
+std::string to_json(const AblateResult& result);
 
 }  // namespace qkv::interp

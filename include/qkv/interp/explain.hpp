@@ -12,10 +12,12 @@
 /// projections, their biases and rotary embeddings), and checked against the weights and the
 /// output the layer itself computed (hook_pattern, hook_z).
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "qkv/data/tasks.hpp"
+#include "qkv/model/input.hpp"
 #include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
@@ -65,5 +67,15 @@ std::string explanation_json(const QueryExplanation& e);
 std::string format_query_survey(const std::vector<QueryExplanation>& heads, std::size_t top = 3);
 /// A JSON array of explanation_json objects.
 std::string explanations_json(const std::vector<QueryExplanation>& heads);
+
+/// `qkv explain`, the studio and Python's qkv.explain: one query of one head (`layer` and
+/// `head`), of every head of `layer`, or of every head of every layer.
+struct ExplainRequest {
+  model::InputRequest input;
+  std::optional<std::size_t> layer, head;
+  std::size_t query = 0;
+};
+/// Field errors: "input.*", "layer", "head" (without a layer, or out of range), "query".
+std::vector<QueryExplanation> explain(model::LoadedModel& model, const ExplainRequest& request);
 
 }  // namespace qkv::interp

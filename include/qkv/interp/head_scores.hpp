@@ -34,6 +34,7 @@
 
 #include "qkv/data/tasks.hpp"
 #include "qkv/tensor/tensor.hpp"
+#include "qkv/model/load.hpp"
 #include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
@@ -134,7 +135,7 @@ std::vector<HeadScores> head_scores(model::TaskModel& model, const data::Task& t
 
 /// Scores of the heads of the attention weights of one forward pass (layers x (B, H, Tq, Tk),
 /// in model order, with their names and kinds), without the induction score: for callers that
-/// already hold the weights (snapshots, the viewer).
+/// already hold the weights (snapshots).
 struct LayerPattern {
   std::string name;
   model::AttentionKind kind = model::AttentionKind::Self;
@@ -164,5 +165,24 @@ std::string format_head_scores(const std::vector<HeadScores>& scores, const std:
 /// CSV with a header: layer,layer_index,head,kind,<score names>,label (NaN as an empty field); with
 /// role scores, a last row "baseline" holding the best fixed offset's share of each relation.
 std::string head_scores_csv(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines = {});
+
+/// `qkv heads`, the studio and Python's qkv.heads: every head's scores over held-out examples.
+struct HeadsRequest {
+  std::size_t examples = 64;  ///< the first this many test examples, >= 1
+  bool similarity = false;    ///< also head_divergence over the same examples
+};
+struct HeadsResult {
+  std::size_t examples = 0;               ///< scored (at most the test split's size)
+  std::vector<std::string> score_names;   ///< score_names(&task)
+  std::vector<HeadScores> heads;          ///< model order
+  std::vector<OffsetBaseline> baselines;  ///< per relation of the task (empty without relations)
+  std::vector<Array<double>> similarity;  ///< per attention layer (H, H), when asked
+};
+/// Field errors: "examples" (0), "data" (loaded without data).
+HeadsResult heads(model::LoadedModel& model, const HeadsRequest& request);
+/// {"examples", "score_names", "heads": [{"layer", "layer_index", "head", "kind", <score>: x or
+/// null, ..., "label"}], "baselines": {relation: {"offset", "share", "count"}}, "similarity":
+/// [[[js, ...], ...] per layer] or null}.
+std::string to_json(const HeadsResult& result);
 
 }  // namespace qkv::interp

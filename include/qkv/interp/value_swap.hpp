@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <cstddef>
+#include <string>
 
 #include "qkv/data/tasks.hpp"
+#include "qkv/model/load.hpp"
 #include "qkv/model/task_model.hpp"
 
 namespace qkv::interp {
@@ -32,5 +34,15 @@ struct ValueSwapResult {
 /// ValueError for any other task.
 ValueSwapResult value_swap(model::TaskModel& model, const data::Task& task, const data::Batch& batch,
                            std::uint64_t seed = 0, std::size_t batch_size = 256);
+
+/// `qkv swap` and Python's qkv.swap: the probe over the first `examples` test examples (0: all).
+struct SwapRequest {
+  std::size_t examples = 0;
+  std::uint64_t seed = 0;  ///< draws the replacement values
+};
+/// Field errors: "data" (loaded without data), "model" (not a recall task).
+ValueSwapResult value_swap(model::LoadedModel& model, const SwapRequest& request);
+/// {"examples", "queries", "intact", "follow", "stay"}.
+std::string to_json(const ValueSwapResult& result);
 
 }  // namespace qkv::interp

@@ -16,6 +16,8 @@
 ///     /metrics/<column>    float64[n] logged history
 ///     /data                text models only: attribute tokenizer ("byte" | "char"), dataset
 ///                          vocab (uint32 code points of the char vocabulary, in id order)
+///     /compiled            compiled programs only (qkv compile): one string dataset per entry of
+///                          Checkpoint::compiled (model/compiled.hpp reads them)
 
 #include <array>
 #include <cstddef>
@@ -83,6 +85,9 @@ struct Checkpoint {
   /// vocabulary's code points -> /data/vocab (uint32; empty for byte). "" (no /data): not a text model.
   std::string tokenizer;
   std::vector<std::uint32_t> vocab;
+  /// Compiled programs: named texts -> /compiled/<name> (fixed-length strings, in this order);
+  /// empty (no /compiled) for every other model. model::compiled_info reads them.
+  std::vector<std::pair<std::string, std::string>> compiled;
 };
 
 /// Write atomically: everything goes to "<path>.tmp-<pid>", which is flushed, closed and

@@ -25,6 +25,10 @@ inline constexpr std::size_t kMaxTextFileBytes = std::size_t(16) << 20;
 /// ("checkpoint", "config").
 void check_input_file(const std::string& path, const std::string& what);
 
+/// Physical memory of this machine in bytes (sysconf), 0 if unknown: the budget a caller passes
+/// to the checks that refuse work that cannot fit (config::load_config, model::load_model).
+std::size_t physical_memory_bytes();
+
 /// The bytes of the regular file at `path` (check_input_file first), at most `max_bytes` of them:
 /// IoError "<what> <path>: N bytes, more than the M this reads" otherwise, before reading it.
 std::string read_file(const std::string& path, std::size_t max_bytes, const std::string& what);

@@ -12,8 +12,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "qkv/model/load.hpp"
 #include "qkv/nn/transformer.hpp"
 #include "qkv/tensor/options.hpp"
 #include "qkv/tensor/random.hpp"
@@ -39,12 +42,35 @@ struct GenerateOptions {
   SamplingOptions sampling;
   std::uint64_t seed = 0;  ///< the sampling stream: the same seed gives the same continuation
   bool cache = true;       ///< decode with the KV cache (false: recompute the window every token)
+  /// max_tokens <= 1,000,000 and the sampling options' rules (fields "max_tokens",
+  /// "sampling.temperature", ...); throws OptionError.
+  void validate() const;
 };
 
 /// Continue `prompt` (token ids, at least one) with `model`, calling on_token(id) as each new
 /// token is chosen; returns the new tokens. Runs under NoGradGuard, in eval mode.
 std::vector<Index> generate(const nn::DecoderModel<float>& model, const std::vector<Index>& prompt,
                             const GenerateOptions& options, const std::function<void(Index)>& on_token = {});
+
+/// `qkv generate`, the studio and Python's qkv.generate: exactly one of `text` (read by the
+/// model's tokenizer) and `ids`.
+struct GenerateRequest {
+  std::optional<std::string> text;
+  std::optional<std::vector<Index>> ids;
+  GenerateOptions options;
+};
+struct GenerateResult {
+  std::vector<Index> prompt;  ///< the prompt's ids
+  std::vector<Index> tokens;  ///< the new ones
+  std::string text;           ///< the new tokens decoded (text models; "" otherwise)
+};
+/// Field errors: "model" (not a decoder-only model), "text" / "ids" (none or both, empty, outside
+/// the vocabulary, text for a model without a tokenizer), and GenerateOptions::validate's fields
+/// under "options." ("options.max_tokens", "options.sampling.top_p"). on_token(id) is called as
+/// each new token is chosen.
+GenerateResult generate(LoadedModel& model, const GenerateRequest& request, const std::function<void(Index)>& on_token = {});
+/// {"prompt": [ids], "tokens": [ids], "text"}.
+std::string to_json(const GenerateResult& result);
 
 /// The logits (V) the model gives for the token after every prefix of `tokens` the loop of
 /// generate() would feed (the same windows, the cache or not): row i is for tokens[0, p + i),

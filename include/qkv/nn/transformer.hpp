@@ -31,7 +31,8 @@ enum class Arch { Encoder, EncoderDecoder, Decoder };
 const NameTable<Arch>& arch_names();
 
 /// A whole model's options: the options of every layer (inherited: d_model, attn, ff, dropout,
-/// norm_first, layer_norm_eps) plus the stack. The config's `model` section maps onto this.
+/// norm_first, norm, layer_norm_eps) plus the stack. The final LayerNorm ("norm") exists for
+/// pre-LN with norm layer only. The config's `model` section maps onto this.
 struct TransformerOptions : TransformerLayerOptions {
   Arch arch = Arch::Encoder;
   std::size_t layers = 2;      ///< encoder layers (and decoder layers for Seq2SeqModel)

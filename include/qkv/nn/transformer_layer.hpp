@@ -12,6 +12,13 @@
 
 namespace qkv::nn {
 
+/// The normalisation of every block and of the final output: LayerNorm (where norm_first puts
+/// it), or none at all (x = x + attn(x); x = x + ff(x): the residual stream of Tracr's compiled
+/// models, which qkv compile writes).
+enum class Norm { Layer, None };
+/// The names configs use: "layer", "none".
+const NameTable<Norm>& norm_names();
+
 /// The options of one layer: its width, and the options of its attention and feed-forward blocks
 /// (nested, as PyTorch nests them). The layer fills in what its blocks share with it: the
 /// attention's embed_dim and the feed-forward's dim are d_model, the feed-forward's dropout is
@@ -26,6 +33,7 @@ struct TransformerLayerOptions {
   FeedForwardOptions ff;           ///< hidden (d_ff) and activation
   double dropout = 0.0;            ///< on residual branches and inside the feed-forward block
   bool norm_first = true;          ///< pre-LN (true) or post-LN (false, the 2017 paper's layout)
+  Norm norm = Norm::Layer;         ///< none: no LayerNorm anywhere (norm_first then changes nothing)
   double layer_norm_eps = 1e-5;
   /// Encoder layers only: attention and its residual, no feed-forward block (and no norm2): the
   /// attention-only transformers of the induction-head literature (Elhage et al. 2021).
@@ -43,10 +51,24 @@ struct TransformerLayerOptions {
 /// One encoder layer. x (B, T, C) -> (B, T, C):
 ///   pre-LN:  x = x + drop1(attn(norm1(x)));  x = x + ff(norm2(x))
 ///   post-LN: x = norm1(x + drop1(attn(x)));  x = norm2(x + ff(x))
+///   norm none: x = x + drop1(attn(x));       x = x + ff(x)
 /// where ff includes its own output dropout (PyTorch's dropout2).
 /// Parameters: "attn.*" (MultiHeadAttention), "ff.fc1.*", "ff.fc2.*", "norm1.*", "norm2.*"
-/// (with attn_only: "attn.*", "norm1.*"). Init: attn, then ff, from `gen` (norms start at weight
-/// 1, bias 0).
+/// (with attn_only: "attn.*", "norm1.*"; with norm none no norm1, norm2). Init: attn, then ff,
+/// from `gen` (norms start at weight 1, bias 0).
+///
+/// Hook points of the residual stream, named as TransformerLens names them (B, T, C):
+///   hook_resid_pre   the layer's input
+///   hook_resid_mid   after the attention's residual add (post-LN: after norm1); not attn_only
+///   hook_mlp_in      the stream entering the feed-forward branch (before norm2 in pre-LN); the
+///                    residual path does not pass it, so its gradient is the branch's alone
+///   hook_mlp_out     the feed-forward branch's output, before it is added
+///   hook_resid_post  the layer's output (the layer's own forward hooks see the same value)
+/// and the split inputs of the attention (B, H, T, C): hook_q_input, hook_k_input, hook_v_input,
+/// each head's own copy of the stream its query, key or value reads (before norm1 in pre-LN,
+/// which then normalises each copy). A hook on any of them makes the layer run
+/// MultiHeadAttention::forward_per_head (TransformerLens's use_split_qkv_input); unhooked, one
+/// input serves every head, as without them.
 template <class T>
 class TransformerEncoderLayer : public Module<T> {
  public:
@@ -61,10 +83,14 @@ class TransformerEncoderLayer : public Module<T> {
   const TransformerLayerOptions& options() const { return options_; }
   std::shared_ptr<MultiHeadAttention<T>> attn;
   std::shared_ptr<FeedForward<T>> ff;
-  std::shared_ptr<LayerNorm<T>> norm1, norm2;
+  std::shared_ptr<LayerNorm<T>> norm1, norm2;  ///< null with norm none (norm2 also with attn_only)
   std::shared_ptr<Dropout<T>> drop1;
+  std::shared_ptr<HookPoint<T>> hook_resid_pre, hook_q_input, hook_k_input, hook_v_input, hook_resid_mid, hook_mlp_in,
+      hook_mlp_out, hook_resid_post;  ///< hook_resid_mid, hook_mlp_in, hook_mlp_out: null without ff
 
  private:
+  Variable<T> attention(const Variable<T>& x, const MultiHeadAttentionArgs<T>& args) const;
+  Variable<T> mlp(const Variable<T>& y) const;
   TransformerLayerOptions options_;
 };
 
@@ -75,7 +101,9 @@ class TransformerEncoderLayer : public Module<T> {
 ///   post-LN: x = norm1(x + drop1(self_attn(x, causal)))
 ///            x = norm2(x + drop2(cross_attn(x, memory)))
 ///            x = norm3(x + ff(x))
-/// Parameters: "self_attn.*", "cross_attn.*", "ff.*", "norm1.*", "norm2.*", "norm3.*".
+///   norm none: as pre-LN without the norms.
+/// Parameters: "self_attn.*", "cross_attn.*", "ff.*", "norm1.*", "norm2.*", "norm3.*" (no norms
+/// with norm none).
 template <class T>
 class TransformerDecoderLayer : public Module<T> {
  public:
@@ -93,7 +121,7 @@ class TransformerDecoderLayer : public Module<T> {
   const TransformerLayerOptions& options() const { return options_; }
   std::shared_ptr<MultiHeadAttention<T>> self_attn, cross_attn;
   std::shared_ptr<FeedForward<T>> ff;
-  std::shared_ptr<LayerNorm<T>> norm1, norm2, norm3;
+  std::shared_ptr<LayerNorm<T>> norm1, norm2, norm3;  ///< null with norm none
   std::shared_ptr<Dropout<T>> drop1, drop2;
 
  private:

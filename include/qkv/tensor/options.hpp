@@ -17,10 +17,11 @@
 
 namespace qkv {
 
-/// An option outside what its struct allows. what() is "<owner>: <field>: <message>", with the
-/// {path} references rendered as field paths.
+/// An option outside what its struct allows. what() is "<owner>: <field>: <message>" ("<field>
+/// [<value>]: <message>" for a request's field error), with the {path} references rendered as
+/// field paths.
 struct OptionError : ValueError {
-  OptionError(std::string owner, std::vector<std::string> fields, std::string message);
+  OptionError(std::string owner, std::vector<std::string> fields, std::string message, std::string value = "");
   /// The message with every "{path}" replaced by name(path).
   std::string render(const std::function<std::string(const std::string&)>& name) const;
   /// The same error with every field (and reference) renamed by `rename` (nested structs).
@@ -29,6 +30,9 @@ struct OptionError : ValueError {
   std::string owner;                ///< the struct, e.g. "TransformerOptions"
   std::vector<std::string> fields;  ///< the fields involved, most specific first (never empty)
   std::string message;              ///< e.g. "{d_model} (64) must be divisible by {attn.num_heads} (5)"
+  std::string value;                ///< the value given, when the message is about it ("" otherwise)
+  /// "<name(field)>[ <value>]: <render(name)>": how a front end reports a request's field error.
+  std::string report(const std::function<std::string(const std::string&)>& name) const;
 };
 
 /// The rules of validate() functions, each throwing OptionError on the first failure.
@@ -50,6 +54,24 @@ class OptionChecker {
  private:
   std::string owner_;
 };
+
+/// Requests (the instruments' request structs) report a bad field as an OptionError of owner
+/// "request" naming the field by its path in the request ("top_k", "clean.text"); each front end
+/// renders that path in its own spelling (a flag, a keyword argument, a JSON path).
+[[noreturn]] void field_error(const std::string& field, const std::string& message, const std::string& value = "");
+/// Run `f`; a ValueError whose message starts with "<field>: " (what a library call given `field`
+/// as the name of its argument says) becomes field_error(field, the rest). OptionErrors pass.
+void as_field(const std::string& field, const std::function<void()>& f);
+/// Run `f`; field errors from it get `prefix` in front of their fields ("clean." + "text").
+void with_prefix(const std::string& prefix, const std::function<void()>& f);
+
+/// A request's field spelt a front end's way: the first (from, to) of `renames` whose `from` is
+/// the field, or a prefix of it ending in '.', or followed in it by '[', gives `to`, followed by
+/// the rest of the field when `to` ends in '.' or the rest starts with '[' ("ablate" -> "ablate.heads"
+/// makes "ablate[2]" "ablate.heads[2]"; "clean." -> "--clean" makes "clean.text" "--clean"); an
+/// empty `to` drops the prefix ("options." -> "" makes "options.seed" "seed"). The field itself
+/// when none applies.
+std::string renamed_field(const std::string& field, const std::vector<std::pair<std::string, std::string>>& renames);
 
 /// Shortest "%g"-style text of a number (for messages).
 std::string number_text(double x);
