@@ -58,7 +58,7 @@ int train(const TrainArgs& a) {
                        std::to_string(s.model().module().num_parameters()) + " parameters | " +
                        std::to_string(num_threads()) + " thread(s) | " + comm.description());
       progress.message("BLAS: " + blas_description());
-      if (const std::string m = precision_message(s); !m.empty()) progress.message(m);
+      if (const std::string m = runs::precision_message(s); !m.empty()) progress.message(m);
       if (s.state().step > 0) progress.message("resumed from " + a.resume + " at step " + std::to_string(s.state().step));
     };
     cb.on_step = [&](train::Session& s, const train::StepResult& r, double tokens_per_s, bool log) {
