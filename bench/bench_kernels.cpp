@@ -1,6 +1,8 @@
 // Kernel micro-benchmarks at the shapes of the workloads in docs/performance.md (float32):
 // matmul (forward and both backward products of a Linear layer), softmax, layer norm,
-// cross-entropy, the head split (permute) and fused attention forward + backward.
+// cross-entropy, the head split (permute) and fused attention forward + backward; and bfloat16:
+// a Linear layer's products, the bf16 peak of MFU (bf16_gemm_peak), and the AVX512-BF16 and
+// AMX-BF16 instruction peaks (bf16_dot_peak, amx_bf16_peak).
 //   build/bench/bench_kernels --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 //   build/bench/bench_kernels --benchmark_filter=gemm     # one family
 //   QKV_BENCH_THREADS=2 build/bench/bench_kernels          # OpenMP threads (default 1)
@@ -11,11 +13,17 @@
 #include "app/runtime.hpp"
 #include <benchmark/benchmark.h>
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "qkv/kernels/attention.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/cpu.hpp"
 #include "qkv/kernels/cross_entropy.hpp"
 #include "qkv/kernels/elementwise.hpp"
 #include "qkv/kernels/layer_norm.hpp"
@@ -27,6 +35,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12 on xsimd's AVX-512 intrinsics
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <xsimd/xsimd.hpp>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace {
 
@@ -55,7 +66,9 @@ void gemm_linear(benchmark::State& state, int which, bool serial = false) {
   Array<float> x = random_array({R, K}, 1), w = random_array({N, K}, 2), dy = random_array({R, N}, 3);
   Array<float> y = Array<float>::from_shape({R, N}), dx = Array<float>::from_shape({R, K});
   Array<float> dw = Array<float>::from_shape({N, K});
-  const auto gemm = serial ? kernels::gemm_serial<float> : kernels::gemm<float>;
+  using Gemm = void (*)(bool, bool, std::size_t, std::size_t, std::size_t, float, const float*, std::size_t,
+                       const float*, std::size_t, float, float*, std::size_t);
+  const Gemm gemm = serial ? Gemm(kernels::gemm_serial<float>) : Gemm(kernels::gemm<float>);
   for (auto _ : state) {
     if (which == 0)
       gemm(false, true, R, N, K, 1.f, x.data(), K, w.data(), K, 0.f, y.data(), N);
@@ -162,6 +175,121 @@ void fma_peak(benchmark::State& state) {
   state.SetLabel(std::to_string(Batch::size) + " floats per FMA (" + xsimd::default_arch::name() + ")");
 }
 BENCHMARK(fma_peak)->UseRealTime();
+
+// ---- bfloat16 (train.precision: bf16; kernels/bf16.hpp) ----
+
+// A Linear layer's three products with bfloat16 operands (kernels::gemm_bf16: oneDNN's matmul,
+// qkv's blocks), at the language models' shapes.
+void gemm_bf16_linear(benchmark::State& state) {
+  const int which = int(state.range(0));
+  const std::size_t R = std::size_t(state.range(1)), K = std::size_t(state.range(2)), N = std::size_t(state.range(3));
+  const Array<float> xf = random_array({R, K}, 1), wf = random_array({N, K}, 2), dyf = random_array({R, N}, 3);
+  const kernels::Bf16Buffer x(xf.data(), xf.size()), w(wf.data(), wf.size()), dy(dyf.data(), dyf.size());
+  Array<float> out = Array<float>::from_shape({which == 2 ? N : R, which == 0 ? N : K});
+  for (auto _ : state) {
+    if (which == 0)
+      kernels::gemm_bf16(false, true, R, N, K, 1.f, x.data(), K, w.data(), K, 0.f, out.data(), N);
+    else if (which == 1)
+      kernels::gemm_bf16(false, false, R, K, N, 1.f, dy.data(), N, w.data(), K, 0.f, out.data(), K);
+    else
+      kernels::gemm_bf16(true, false, N, K, R, 1.f, dy.data(), N, x.data(), K, 0.f, out.data(), K);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 2.0 * double(R) * double(K) * double(N), "GFLOP");
+  state.SetLabel(kernels::bf16_support().kernel);
+}
+BENCHMARK(gemm_bf16_linear)
+    ->ArgsProduct({{0, 1, 2}, {4096}, {192}, {192, 768}})
+    ->ArgsProduct({{0, 1, 2}, {4096}, {768}, {192}})
+    ->ArgsProduct({{0, 1, 2}, {4096}, {384}, {384, 1536}})
+    ->ArgsProduct({{0, 1, 2}, {4096}, {1536}, {384}})
+    ->ArgNames({"product", "rows", "in", "out"})
+    ->UseRealTime();
+
+// The bf16 peak of MFU (tools/mfu.py, tools/bench_lm.py bf16): a large bf16 GEMM, 4096 x 1024 x
+// 1024 through kernels::gemm_bf16 (8 row blocks of 512, one thread each), as qkv runs its products.
+void bf16_gemm_peak(benchmark::State& state) {
+  const std::size_t M = 4096, N = 1024, K = 1024;
+  const Array<float> af = random_array({M, K}, 1), bf = random_array({K, N}, 2);
+  const kernels::Bf16Buffer a(af.data(), af.size()), b(bf.data(), bf.size());
+  Array<float> c = Array<float>::from_shape({M, N});
+  for (auto _ : state) {
+    kernels::gemm_bf16(false, false, M, N, K, 1.f, a.data(), K, b.data(), N, 0.f, c.data(), N);
+    benchmark::ClobberMemory();
+  }
+  rate(state, 2.0 * double(M) * double(N) * double(K), "GFLOP");
+  state.SetLabel(kernels::bf16_info());
+}
+BENCHMARK(bf16_gemm_peak)->UseRealTime();
+
+#if defined(__x86_64__)
+// AVX512-BF16's instruction peak: 12 independent chains of vdpbf16ps (32 bf16 products summed
+// into 16 floats each), no memory traffic.
+__attribute__((target("avx512f,avx512bf16"))) void bf16_dot_chains(benchmark::State& state) {
+  constexpr int kChains = 12, kRepeats = 1000;
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-3f * float(i));
+  const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.999f), _mm512_set1_ps(0.998f));
+  const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-7f), _mm512_set1_ps(2e-7f));
+  for (auto _ : state) {
+    for (int r = 0; r < kRepeats; ++r)
+      for (int i = 0; i < kChains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, b);
+    for (int i = 0; i < kChains; ++i) benchmark::DoNotOptimize(acc[i]);
+  }
+  rate(state, 2.0 * 32 * kChains * kRepeats, "GFLOP");
+}
+void bf16_dot_peak(benchmark::State& state) {
+  if (!kernels::cpu_features().avx512_bf16) return state.SkipWithError("this CPU has no AVX512-BF16");
+  bf16_dot_chains(state);
+}
+BENCHMARK(bf16_dot_peak)->UseRealTime();
+
+// AMX-BF16's instruction peak: tdpbf16ps on three independent 16 x 16 accumulator tiles (16 x 32
+// bf16 operands, 8192 products each), no memory traffic. Needs the OS's permission for the tile
+// data (arch_prctl ARCH_REQ_XCOMP_PERM), which this program asks for.
+struct TileConfig {
+  std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  std::uint16_t colsb[16] = {};
+  std::uint8_t rows[16] = {};
+};
+__attribute__((target("amx-tile,amx-bf16"))) void amx_chains(benchmark::State& state) {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+  alignas(64) static std::uint16_t operand[16 * 32];
+  for (auto& v : operand) v = 0x3f80;  // 1.0
+  alignas(64) static float acc[16 * 16];
+  _tile_loadconfig(&cfg);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  _tile_loadd(6, operand, 64);
+  _tile_loadd(7, operand, 64);
+  constexpr int kRepeats = 1000;
+  for (auto _ : state) {
+    for (int r = 0; r < kRepeats; ++r) {
+      _tile_dpbf16ps(0, 4, 5);
+      _tile_dpbf16ps(1, 6, 7);
+      _tile_dpbf16ps(2, 4, 7);
+      _tile_dpbf16ps(3, 6, 5);
+    }
+    _tile_stored(0, acc, 64);
+    benchmark::DoNotOptimize(acc[0]);
+  }
+  _tile_release();
+  rate(state, 2.0 * 16 * 16 * 32 * 4 * kRepeats, "GFLOP");
+}
+void amx_bf16_peak(benchmark::State& state) {
+  if (!kernels::cpu_features().amx_bf16) return state.SkipWithError("this CPU has no AMX-BF16");
+  constexpr long kReqPerm = 0x1023, kXtileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+  if (syscall(SYS_arch_prctl, kReqPerm, kXtileData) != 0)
+    return state.SkipWithError("the OS does not allow the AMX tile data (arch_prctl)");
+  amx_chains(state);
+}
+BENCHMARK(amx_bf16_peak)->UseRealTime();
+#endif
 
 // Softmax over rows of length n (attention-score rows of the composite path), forward + backward.
 void softmax(benchmark::State& state) {

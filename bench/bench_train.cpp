@@ -4,6 +4,8 @@
 //   build/bench/bench_train --workload medium --threads 2 [--steps 20 --warmup 5 --dropout 0.1]
 //   build/bench/bench_train --config configs/fortunes.yaml [--set model.d_model=384 ...] --threads 1
 //   ... --gemm openblas     # every product on OpenBLAS in a build with oneDNN (A/B in one binary)
+//   ... --config CFG --set train.precision=bf16 [--force-bf16]   # bf16 products (forced: even where
+//        they do not pay, e.g. with ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16, to measure them there)
 // Prints one JSON line: tokens/s over the timed steps, peak RSS, and per-step heap use in steady
 // state: pool requests (tensors, autograd nodes, index arrays, scratch vectors), pool system
 // allocations (cache misses) and operator new calls (anything else; 0 since the tape's closure
@@ -30,6 +32,7 @@
 #include "qkv/dist/comm.hpp"
 #include "qkv/train/session.hpp"
 #include "qkv/data/tasks.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/nn/transformer.hpp"
@@ -59,7 +62,7 @@ constexpr Workload kWorkloads[] = {
   std::fprintf(stderr,
                "bench_train: %s\nusage: bench_train --workload small|medium|long | --config FILE [--set KEY=VALUE ...]\n"
                "       [--threads N] [--steps N] [--warmup N] [--dropout P] [--impl fused|composite] [--seed S]\n"
-               "       [--gemm default|openblas]\n",
+               "       [--gemm default|openblas] [--force-bf16]\n",
                why);
   std::exit(2);
 }
@@ -85,7 +88,8 @@ rusage usage_now() {
 // The steps of `qkv train CONFIG` (train::Session::step: batch, forward, loss, backward, clip,
 // update at the schedule's rate), no evaluation, checkpoint or log. The model FLOPs are for
 // tools/mfu.py to count: this prints the resolved config and the output layer's classes.
-int run_config(const std::string& path, const std::vector<std::string>& sets, int threads, int steps, int warmup) {
+int run_config(const std::string& path, const std::vector<std::string>& sets, int threads, int steps, int warmup,
+               bool force_bf16) {
   std::vector<std::string> overrides = sets;
   // The schedule fitted into the steps run (the rate does not change a step's speed).
   overrides.push_back("train.steps=" + std::to_string(warmup + steps));
@@ -98,6 +102,7 @@ int run_config(const std::string& path, const std::vector<std::string>& sets, in
     return 2;
   }
   train::Session session(cfg, dist::world());
+  if (force_bf16) session.set_precision(kernels::Precision::BFloat16);
   for (int s = 0; s < warmup; ++s) session.step();
   const pool::Stats p0 = pool::stats();
   const std::uint64_t n0 = test::g_operator_new_calls.load();
@@ -113,11 +118,15 @@ int run_config(const std::string& path, const std::vector<std::string>& sets, in
       "{\"framework\": \"qkv\", \"config\": \"%s\", \"threads\": %d, \"steps\": %d, \"warmup\": %d, "
       "\"tokens_per_s\": %.1f, \"step_ms\": %.3f, \"max_rss_mib\": %.1f, \"pool_requests_per_step\": %.1f, "
       "\"pool_system_allocs_per_step\": %.2f, \"operator_new_per_step\": %.1f, \"final_loss\": %.4f, "
-      "\"params\": %zu, \"num_classes\": %zu, \"blas\": \"%s\", \"config_yaml\": %s}\n",
+      "\"params\": %zu, \"num_classes\": %zu, \"blas\": \"%s\", \"precision\": \"%s\", \"bf16\": %s, "
+      "\"precision_note\": %s, \"config_yaml\": %s}\n",
       path.c_str(), threads, steps, warmup, tokens / secs, 1e3 * secs / steps, double(ru.ru_maxrss) / 1024.0,
       double(p1.requests - p0.requests) / steps, double(p1.system_allocations - p0.system_allocations) / steps,
       double(news) / steps, loss, session.model().module().num_parameters(), session.task().num_classes(),
-      app::blas_description().c_str(), json_string(config::to_yaml(cfg)).c_str());
+      app::blas_description().c_str(),
+      session.precision().precision == kernels::Precision::BFloat16 ? "bf16" : "fp32",
+      json_string(kernels::bf16_info()).c_str(), json_string(session.precision().note).c_str(),
+      json_string(config::to_yaml(cfg)).c_str());
   return 0;
 }
 
@@ -129,6 +138,7 @@ int main(int argc, char** argv) {
   int threads = 1, steps = 20, warmup = 5;
   double dropout = 0.1;
   std::string impl = "fused", config_path, gemm = "default";
+  bool force_bf16 = false;
   std::vector<std::string> sets;
   std::uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
@@ -151,6 +161,7 @@ int main(int argc, char** argv) {
     else if (a == "--config") config_path = next();
     else if (a == "--set") sets.push_back(next());
     else if (a == "--gemm") gemm = next();
+    else if (a == "--force-bf16") force_bf16 = true;
     else usage(("unknown argument " + a).c_str());
   }
   if (!w == config_path.empty()) usage("give one of --workload and --config");
@@ -158,7 +169,7 @@ int main(int argc, char** argv) {
   if (gemm != "default" && gemm != "openblas") usage(("--gemm: expected default or openblas, found " + gemm).c_str());
   kernels::set_onednn_enabled(gemm == "default");
   set_num_threads(threads);
-  if (!config_path.empty()) return run_config(config_path, sets, threads, steps, warmup);
+  if (!config_path.empty()) return run_config(config_path, sets, threads, steps, warmup, force_bf16);
 
   data::TaskOptions t;
   t.name = "sort";

@@ -1,9 +1,10 @@
-// Heap allocations per call of oneDNN's two GEMM interfaces, the question behind qkv's promise of
-// no allocation per training step (docs/performance.md, "oneDNN as the GEMM"): dnnl_sgemm, and the
-// matmul primitive the way that promise would need it (created once per shape, a user-owned
-// scratchpad, memory objects created once and re-pointed, the C API's execute with a fixed argument
-// array). malloc, calloc, realloc, posix_memalign and aligned_alloc are interposed and counted;
-// C++ operator new reaches them through libstdc++'s malloc. Built only with -DQKV_ONEDNN=ON:
+// Heap allocations per call of oneDNN's GEMM interfaces, the question behind qkv's promise of
+// no allocation per training step (docs/performance.md, "oneDNN as the GEMM", and docs/bfloat16.md):
+// dnnl_sgemm, and the matmul primitive the way qkv runs its bf16 products (kernels/bf16.cpp:
+// created once per shape, a user-owned scratchpad, memory objects created once and re-pointed, the
+// C API's execute with a fixed argument array), in float32 and in bf16 -> f32. malloc, calloc,
+// realloc, posix_memalign and aligned_alloc are interposed and counted; C++ operator new reaches
+// them through libstdc++'s malloc. Built where oneDNN is found:
 //   build-bench/bench/onednn_allocs          # one OpenMP thread, as qkv calls oneDNN
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -63,13 +64,15 @@ double sgemm_allocs(const Shape& s) {
 }
 
 // Allocations per call of a matmul primitive made once, with a user scratchpad and reused memory
-// objects, after 3 warm-up calls. *scratch_bytes: the scratchpad's size.
-double matmul_allocs(const Shape& s, dnnl_engine_t engine, dnnl_stream_t stream, std::size_t* scratch_bytes) {
-  std::vector<float> a(s.m * s.k, 1.f), b(s.k * s.n, 1.f), c(s.m * s.n);
+// objects, after 3 warm-up calls; operands of type `t` (f32 or bf16), C in f32. *scratch_bytes: the
+// scratchpad's size.
+double matmul_allocs(const Shape& s, dnnl_engine_t engine, dnnl_stream_t stream, std::size_t* scratch_bytes,
+                     dnnl_data_type_t t) {
+  std::vector<float> a(s.m * s.k, 1.f), b(s.k * s.n, 1.f), c(s.m * s.n);  // room for either type
   dnnl_memory_desc_t ad, bd, cd;
   dnnl_dims_t da = {s.m, s.k}, db = {s.k, s.n}, dc = {s.m, s.n};
-  check(dnnl_memory_desc_init_by_tag(&ad, 2, da, dnnl_f32, s.ta ? dnnl_ba : dnnl_ab), "A descriptor");
-  check(dnnl_memory_desc_init_by_tag(&bd, 2, db, dnnl_f32, s.tb ? dnnl_ba : dnnl_ab), "B descriptor");
+  check(dnnl_memory_desc_init_by_tag(&ad, 2, da, t, s.ta ? dnnl_ba : dnnl_ab), "A descriptor");
+  check(dnnl_memory_desc_init_by_tag(&bd, 2, db, t, s.tb ? dnnl_ba : dnnl_ab), "B descriptor");
   check(dnnl_memory_desc_init_by_tag(&cd, 2, dc, dnnl_f32, dnnl_ab), "C descriptor");
   dnnl_matmul_desc_t md;
   check(dnnl_matmul_desc_init(&md, &ad, &bd, nullptr, &cd), "matmul descriptor");
@@ -115,16 +118,18 @@ int main() {
   const dnnl_version_t* v = dnnl_version();
   std::printf("oneDNN %d.%d.%d, one thread, heap allocations per call (mean of %d calls after 3 warm-up calls)\n\n",
               v->major, v->minor, v->patch, kCalls);
-  std::printf("| M N K (row-major, op) | dnnl_sgemm | matmul primitive, user scratchpad | its scratchpad, bytes |\n");
-  std::printf("|---|---|---|---|\n");
+  std::printf("| M N K (row-major, op) | dnnl_sgemm | matmul primitive f32, user scratchpad | its scratchpad, bytes | "
+              "matmul primitive bf16 -> f32 | its scratchpad, bytes |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   // Products of the language models' Linear layers and of an attention block (bench_kernels' shapes).
   const Shape shapes[] = {{4096, 768, 192, false, true}, {4096, 192, 768, false, false}, {192, 768, 4096, true, false},
                           {2048, 64, 64, false, true},   {128, 128, 64, false, true}};
   for (const Shape& s : shapes) {
-    std::size_t scratch = 0;
-    const double g = sgemm_allocs(s), m = matmul_allocs(s, engine, stream, &scratch);
-    std::printf("| %ld %ld %ld %c %c | %.2f | %.2f | %zu |\n", long(s.m), long(s.n), long(s.k), s.ta ? 'T' : 'N',
-                s.tb ? 'T' : 'N', g, m, scratch);
+    std::size_t scratch = 0, scratch_bf16 = 0;
+    const double g = sgemm_allocs(s), m = matmul_allocs(s, engine, stream, &scratch, dnnl_f32),
+                 mb = matmul_allocs(s, engine, stream, &scratch_bf16, dnnl_bf16);
+    std::printf("| %ld %ld %ld %c %c | %.2f | %.2f | %zu | %.2f | %zu |\n", long(s.m), long(s.n), long(s.k),
+                s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', g, m, scratch, mb, scratch_bf16);
   }
   dnnl_stream_destroy(stream);
   dnnl_engine_destroy(engine);

@@ -6,14 +6,14 @@
 #                                      numpy / h5py / matplotlib, which tests and tools use)
 #   scripts/install-deps.sh --python   also PyTorch, for benchmarks and the PyTorch bridge
 #   scripts/install-deps.sh --dev      also the developers' tools: perf (linux-perf) for the
-#                                      profiles of docs/performance.md, oneDNN (libdnnl-dev) for
-#                                      the GEMM comparison of bench_kernels
+#                                      profiles of docs/performance.md
 set -euo pipefail
 
 packages=(
   g++ cmake make pkg-config
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
   libopenblas-dev liblapack-dev
+  libdnnl-dev                   # oneDNN: the bfloat16 products of train.precision: bf16
   doctest-dev libhdf5-dev hdf5-tools libyaml-cpp-dev libcli11-dev
   libopenmpi-dev openmpi-bin
   python3 python3-numpy python3-h5py python3-matplotlib
@@ -25,7 +25,7 @@ packages=(
 for arg in "$@"; do
   case $arg in
     --python) packages+=(python3-torch) ;;
-    --dev) packages+=(linux-perf libdnnl-dev) ;;
+    --dev) packages+=(linux-perf) ;;
     *) echo "install-deps: unknown option '$arg' (expected --python or --dev)" >&2; exit 2 ;;
   esac
 done

@@ -19,8 +19,10 @@
    handlers, exits, environment changes, re-execution, forks or printing to stderr (FORBIDDEN
    below). src/python lives in the interpreter's process: the same rules hold for it.
 4. Size. autograd/ and ops/ (headers and sources) stay under CAP lines: the engine's size when it
-   was introduced (2,266 lines) plus room for rotary embeddings and two fused dropout ops;
-   raising it is a decision to make in review, not a side effect.
+   was introduced (2,266 lines) plus room for rotary embeddings, two fused dropout ops and the
+   bfloat16 operands of linear, matmul and attention (train.precision: bf16; the rounding and the
+   products themselves live in kernels/bf16); raising it is a decision to make in review, not a
+   side effect.
 
 Prints what it checked; exit 1 on any violation.
 """
@@ -28,7 +30,7 @@ import pathlib
 import re
 import sys
 
-CAP = 2490
+CAP = 2515
 
 # Who may include whom (besides itself). Read as: the layers below each one.
 ALLOWED = {

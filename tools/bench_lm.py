@@ -7,6 +7,13 @@ same data and machine (docs/performance.md, "What is compared" and "How to measu
         data, interleaved rounds, medians, ratio qkv / twin, and each side's MFU (tools/mfu.py;
         the FMA peak from bench_kernels, --kernels, measured before and after the rounds). A
         config with task.objective masked trains the twin on qkv's masked windows (MaskedText)
+    tools/bench_lm.py bf16 CONFIG [--threads 1,2] [--steps 20] [--rounds 3] [--set KEY=VALUE ...]
+        mixed precision: qkv with train.precision fp32 and bf16 (--strict: refused where bf16
+        does not pay) against the twin in float32 and under torch.autocast("cpu",
+        dtype=torch.bfloat16), interleaved rounds (the order rotated each round), medians of the
+        per-round ratios, MFU of the bf16 runs against the bf16 peak (bench_kernels bf16_gemm_peak,
+        before and after the rounds), the oneDNN kernels each side runs (ONEDNN_VERBOSE=1) and
+        the load average
     tools/bench_lm.py curve CONFIG --seconds S --out DIR [--threads 2] [--eval-every K]
             [--losses 2.5,2.0,1.9,1.81] [--steps N] [--logx]
         each trains for S seconds of wall-clock time, one after the other, evaluating the same
@@ -20,7 +27,7 @@ same data and machine (docs/performance.md, "What is compared" and "How to measu
         characters with a mask every 7, against the twin's process (import torch, load, forward)
         and its forward pass alone; checks that both fill in the same characters
     tools/bench_lm.py selftest [--dir DIR]
-        the three commands with tiny settings on a generated corpus (seconds, not a measurement)
+        the commands with tiny settings on a generated corpus (seconds, not a measurement)
 
 The twin is qkv's model written in PyTorch (scripts/pytorch/qkv_mirror.py: Decoder, qkv's parameter names
 and init distributions), trained by torch.optim.AdamW with the config's lr, betas, eps and weight
@@ -223,12 +230,13 @@ class MaskedText:
 class Twin:
     """The PyTorch model and its training, as qkv trains `cfg` (a resolved config)."""
 
-    def __init__(self, cfg):
+    def __init__(self, cfg, autocast=False):
         import torch
         import torch.nn as nn
         import qkv_mirror
         import qkv_torch
         self.torch, self.cfg = torch, cfg
+        self.autocast = autocast  # forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)
         torch.manual_seed(int(cfg.get("seed", 1)))
         if cfg["task"]["name"] == "text":
             import text_corpus
@@ -284,12 +292,14 @@ class Twin:
         for m in range(k):
             xm, ym = x[m * rows:(m + 1) * rows], y[m * rows:(m + 1) * rows].reshape(-1)
             scored = (ym != -100).nonzero().squeeze(1)
-            if self.masked and 0 < len(scored) < len(ym):  # qkv's scored_logits: the masked positions alone
-                logits, ym = self.model(xm, rows=scored), ym[scored]
-            else:
-                logits = self.model(xm)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ym,
-                                   ignore_index=-100, label_smoothing=self.label_smoothing)
+            # PyTorch's recipe for bf16 on the CPU: forward and loss under autocast, backward outside.
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+                if self.masked and 0 < len(scored) < len(ym):  # qkv's scored_logits: the masked positions alone
+                    logits, ym = self.model(xm, rows=scored), ym[scored]
+                else:
+                    logits = self.model(xm)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ym,
+                                       ignore_index=-100, label_smoothing=self.label_smoothing)
             (loss / k).backward()
             total += loss.item() / k
         if self.clip > 0:
@@ -313,7 +323,7 @@ class Twin:
 def worker_speed(a):
     import torch
     torch.set_num_threads(a.threads)
-    twin = Twin(resolved_config(a.run))
+    twin = Twin(resolved_config(a.run), autocast=a.autocast)
     for _ in range(a.steps):  # untimed, as qkv's first window
         twin.step()
     t0 = time.perf_counter()
@@ -384,21 +394,25 @@ def worker_fill(a):
                       "ids": filled, "info": torch_blas()}))
 
 
-def run_worker(kind, threads, *args):
+def run_worker(kind, threads, *args, env=None, raw=False):
+    """A twin process's JSON answer (its last line); with `raw`, also its whole stdout."""
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", kind, "--threads-n", str(threads), *map(str, args)]
-    r = subprocess.run(cmd, env=twin_env(threads), capture_output=True, text=True,
+    r = subprocess.run(cmd, env={**twin_env(threads), **(env or {})}, capture_output=True, text=True,
                        preexec_fn=pin_to(pinned_cpus(threads)))
     if r.returncode != 0:
         sys.exit(f"bench_lm: the PyTorch twin failed ({' '.join(cmd)}):\n{r.stderr}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    answer = json.loads(r.stdout.strip().splitlines()[-1])
+    return (answer, r.stdout) if raw else answer
 
 
 # ---- qkv ----
 
-def run_qkv_train(qkv, config, out, threads, sets, seconds=None):
-    """`qkv train`; with `seconds`, SIGINT that many seconds after its run started (when it wrote
-    metrics.csv: the t0 of its elapsed_s), which saves and exits 130. Returns metrics.csv's rows."""
-    cmd = [qkv, "train", config, "--out", out, "--threads", str(threads), "--quiet", "--overwrite", *qkv_sets(sets)]
+def run_qkv_train(qkv, config, out, threads, sets, seconds=None, extra=()):
+    """`qkv train` (`extra`: more arguments); with `seconds`, SIGINT that many seconds after its run
+    started (when it wrote metrics.csv: the t0 of its elapsed_s), which saves and exits 130.
+    Returns metrics.csv's rows."""
+    cmd = [qkv, "train", config, "--out", out, "--threads", str(threads), "--quiet", "--overwrite", *qkv_sets(sets),
+           *extra]
     metrics = os.path.join(out, "metrics.csv")
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -495,6 +509,143 @@ def cmd_speed(a):
         with open(a.json, "w") as f:
             json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0], "workload": a.name or a.config,
                        "parallel_capacity": capacity, "fma_peaks": [peaks_before, peaks_after]}, f, indent=1)
+    return table
+
+
+# ---- bf16 ----
+
+def onednn_kernels(text):
+    """{"primitive implementation": calls} from the exec lines ONEDNN_VERBOSE=1 prints."""
+    seen = {}
+    for line in text.splitlines():
+        f = line.split(",")
+        if len(f) > 5 and f[0] in ("onednn_verbose", "dnnl_verbose") and f[1] == "exec":
+            seen[f"{f[3]} {f[4]}"] = seen.get(f"{f[3]} {f[4]}", 0) + 1
+    return seen
+
+
+def kernels_text(seen):
+    return ", ".join(f"{k} x{v}" for k, v in sorted(seen.items(), key=lambda kv: -kv[1])) or "none"
+
+
+def worker_probe(a):
+    """Two training steps of the twin (autocast with --autocast), for ONEDNN_VERBOSE's kernel names."""
+    import torch
+    torch.set_num_threads(a.threads)
+    twin = Twin(resolved_config(a.run), autocast=a.autocast)
+    for _ in range(2):
+        twin.step()
+    print(json.dumps({"steps": 2}))
+
+
+def qkv_kernels(qkv, config, threads, sets, tmp):
+    """The oneDNN kernels of two steps of `qkv train` in bf16 (ONEDNN_VERBOSE=1)."""
+    run = os.path.join(tmp, "probe")
+    cmd = [qkv, "train", config, "--out", run, "--threads", str(threads), "--quiet", "--overwrite", "--strict",
+           *qkv_sets(sets + ["train.precision=bf16", "train.steps=2", "train.eval_every=2", "schedule.warmup_steps=1"])]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**qkv_env(), "ONEDNN_VERBOSE": "1"},
+                       preexec_fn=pin_to(pinned_cpus(threads)))
+    if r.returncode != 0:
+        sys.exit(f"bench_lm: {' '.join(cmd)} failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
+    return onednn_kernels(r.stdout)
+
+
+def cmd_bf16(a):
+    """qkv in float32 and in bf16 (train.precision: bf16, with --strict: refused where bf16 does
+    not pay) against the twin in float32 and under torch.autocast("cpu", dtype=torch.bfloat16):
+    interleaved rounds, the order of the four rotated each round, medians of per-round ratios."""
+    import qkv_torch
+    threads = [int(x) for x in a.threads.split(",")]
+    N = a.steps
+    sets = a.set + [f"train.steps={2 * N}", f"train.log_every={N}", f"train.eval_every={2 * N}", f"schedule.warmup_steps={N}",
+                    "train.checkpoint_every=1000000000", "train.diagnostics=false", "train.target_accuracy=0"]
+    kinds = ["qkv fp32", "qkv bf16", "twin fp32", "twin autocast"]
+    results, info = {n: {k: [] for k in kinds} for n in threads}, {}
+    load = {"before": os.getloadavg()}
+    capacity = {"before": parallel_capacity(CORE)}
+    fma_before = mfu.measure_peaks(a.kernels, "bench_lm")
+    bf16_before = mfu.measure_peaks(a.kernels, "bench_lm", "bf16_gemm_peak")
+    with tempfile.TemporaryDirectory(prefix="bench_lm-") as tmp:
+        for r in range(a.rounds):
+            for n in threads:
+                run = os.path.join(tmp, f"qkv-{n}")
+                for i in range(len(kinds)):
+                    kind = kinds[(i + r) % len(kinds)]
+                    if kind.startswith("qkv"):
+                        bf16 = kind == "qkv bf16"
+                        rows = run_qkv_train(a.qkv, a.config, run + kind[-4:], n,
+                                             sets + [f"train.precision={'bf16' if bf16 else 'fp32'}"],
+                                             extra=["--strict"] if bf16 else [])
+                        rate = rows[-1]["tokens_per_s"]
+                    else:
+                        if not os.path.exists(os.path.join(run + "fp32", "config.yaml")):
+                            run_qkv_train(a.qkv, a.config, run + "fp32", n, sets + ["train.precision=fp32"])
+                        t = run_worker("speed", n, "--run", run + "fp32", "--steps", N,
+                                       *(["--autocast"] if kind == "twin autocast" else []))
+                        info[n], rate = t["info"], t["tokens_per_s"]
+                    results[n][kind].append(rate)
+                print(f"  round {r + 1}, {n} thread(s): " + ", ".join(f"{k} {results[n][k][-1]:.0f}" for k in kinds)
+                      + " tokens/s", file=sys.stderr, flush=True)
+        cfg = resolved_config(os.path.join(tmp, f"qkv-{threads[0]}fp32"))
+        q_tensors = qkv_torch.read_checkpoint(os.path.join(tmp, f"qkv-{threads[0]}fp32", "last.h5")).tensors
+        q_kernels = qkv_kernels(a.qkv, a.config, threads[0], a.set, tmp)
+        _, verbose = run_worker("probe", threads[0], "--run", os.path.join(tmp, f"qkv-{threads[0]}fp32"), "--autocast",
+                                env={"ONEDNN_VERBOSE": "1"}, raw=True)
+        t_kernels = onednn_kernels(verbose)
+    capacity["after"] = parallel_capacity(CORE)
+    load["after"] = os.getloadavg()
+    fma_after = mfu.measure_peaks(a.kernels, "bench_lm") if fma_before else None
+    bf16_after = mfu.measure_peaks(a.kernels, "bench_lm", "bf16_gemm_peak") if bf16_before else None
+    fma = mfu.merge_peaks(fma_before[0], fma_after[0])[0] if fma_before and fma_after else None
+    bf16_peak = mfu.merge_peaks(bf16_before[0], bf16_after[0])[0] if bf16_before and bf16_after else None
+    print_machine(a.qkv, info[threads[-1]], threads[-1], capacity, threads)
+    print("load average (1, 5, 15 min) before: " + " ".join(f"{x:.2f}" for x in load["before"]) +
+          "; after: " + " ".join(f"{x:.2f}" for x in load["after"]))
+    bf16_line = subprocess.run([a.qkv, "info"], capture_output=True, text=True, env=qkv_env()).stdout
+    print(next((line for line in bf16_line.splitlines() if line.startswith("bf16 products")), "bf16 products: ?"))
+    print(f"qkv's oneDNN kernels, 2 bf16 steps (ONEDNN_VERBOSE=1): {kernels_text(q_kernels)}")
+    print(f"the twin's oneDNN kernels, 2 autocast steps (ONEDNN_VERBOSE=1): {kernels_text(t_kernels)}")
+    m, tk = cfg["model"], cfg["task"]
+    print(f"\n{a.config}: {m['arch']} C={m['d_model']} H={m['heads']} L={m['layers']} d_ff={m['d_ff']} "
+          f"{m['positional']}, task {tk['name']} T={tk['length']}, batch {cfg['train']['batch_size']}; "
+          f"{2 * N} steps, the last {N} timed; {a.rounds} interleaved rounds, medians")
+    if fma:
+        print(mfu.peak_line(fma_before[0], fma_after[0], fma_before[1]))
+    if bf16_peak:
+        print(mfu.peak_line(bf16_before[0], bf16_after[0], bf16_before[1],
+                            "bf16 peak per CPU (bench_kernels bf16_gemm_peak"))
+    count = mfu.config_count(cfg, mfu.output_classes(q_tensors))
+    flops = count["per_token"] if count else None
+    pct = lambda x: "-" if x is None else f"{100 * x:.0f}%"  # noqa: E731
+    print("\n| threads | qkv fp32 | qkv bf16 | twin fp32 | twin autocast | qkv bf16 / qkv fp32 | qkv bf16 / autocast "
+          "| autocast / twin fp32 | qkv fp32 MFU (FMA peak) | qkv bf16 MFU (bf16 peak) | autocast MFU (bf16 peak) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    table = []
+    for n in threads:
+        res = results[n]
+        med = {k: median(v) for k, v in res.items()}
+
+        def ratio(x, y):
+            rs = [p / q for p, q in zip(res[x], res[y])]
+            return median(rs), f"{min(rs):.2f}-{max(rs):.2f}"
+        own, twin, twin_gain = ratio("qkv bf16", "qkv fp32"), ratio("qkv bf16", "twin autocast"), ratio("twin autocast", "twin fp32")
+        p32 = mfu.peak_for(fma, n) if fma and flops else None
+        p16 = mfu.peak_for(bf16_peak, n) if bf16_peak and flops else None
+        row = {"threads": n, "tokens_per_s": med, "rounds": res, "bf16_over_fp32": own, "bf16_over_autocast": twin,
+               "autocast_over_fp32": twin_gain, "flops_per_token": flops, "fma_peak": p32, "bf16_peak": p16,
+               "qkv_fp32_mfu": mfu.mfu(med["qkv fp32"], flops, p32) if p32 else None,
+               "qkv_bf16_mfu": mfu.mfu(med["qkv bf16"], flops, p16) if p16 else None,
+               "autocast_mfu": mfu.mfu(med["twin autocast"], flops, p16) if p16 else None}
+        table.append(row)
+        print(f"| {n} | {med['qkv fp32']:.0f} | {med['qkv bf16']:.0f} | {med['twin fp32']:.0f} | {med['twin autocast']:.0f} "
+              f"| {own[0]:.2f} ({own[1]}) | {twin[0]:.2f} ({twin[1]}) | {twin_gain[0]:.2f} ({twin_gain[1]}) "
+              f"| {pct(row['qkv_fp32_mfu'])} | {pct(row['qkv_bf16_mfu'])} | {pct(row['autocast_mfu'])} |")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rows": table, "torch_info": info, "cpu": cpu_info()[0], "workload": a.name or a.config,
+                       "parallel_capacity": capacity, "load": load, "fma_peaks": [fma_before, fma_after],
+                       "bf16_peaks": [bf16_before, bf16_after], "qkv_kernels": q_kernels, "twin_kernels": t_kernels},
+                      f, indent=1)
     return table
 
 
@@ -825,6 +976,15 @@ def cmd_selftest(a):
     table = cmd_speed(ns)
     expect(all(r["qkv_tokens_per_s"] > 0 and r["torch_tokens_per_s"] > 0 for r in table), "speed: positive tokens/s")
 
+    print("\n== bf16 (3 + 3 steps, 1 round; where this CPU's bf16 products pay)")
+    if "bf16 products: not used" in subprocess.run([a.qkv, "info"], capture_output=True, text=True).stdout:
+        print("skipped: qkv info says bf16 products are not used here")
+    else:
+        ns = argparse.Namespace(qkv=a.qkv, config=cfg, threads="1", steps=3, rounds=1, set=[], json=os.path.join(d, "bf16.json"),
+                                kernels=mfu.DEFAULT_KERNELS, name="tiny")
+        table = cmd_bf16(ns)
+        expect(all(x > 0 for r in table for x in r["tokens_per_s"].values()), "bf16: positive tokens/s, all four runs")
+
     print("\n== curve (15 s each)")
     ns = argparse.Namespace(qkv=a.qkv, config=cfg, seconds=15.0, out=os.path.join(d, "curve"), threads=2, steps=0,
                             eval_every=0, losses="2.5,2.0,1.5", logx=False, set=[])
@@ -859,7 +1019,7 @@ def cmd_selftest(a):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="bench_lm.py", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n\n", 1)[1])
-    ap.add_argument("--worker", choices=["speed", "curve", "generate", "fill"], help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=["speed", "curve", "generate", "fill", "probe"], help=argparse.SUPPRESS)
     ap.add_argument("--threads-n", type=int, dest="threads_n", help=argparse.SUPPRESS)
     default_qkv = os.environ.get("QKV", os.path.join(REPO, "build", "qkv"))
     if argv is None:
@@ -873,8 +1033,10 @@ def main(argv=None):
         w.add_argument("--seconds", type=float)
         w.add_argument("--checkpoint")
         w.add_argument("--jobs")
+        w.add_argument("--autocast", action="store_true")
         a = w.parse_args(argv)
-        return {"speed": worker_speed, "curve": worker_curve, "generate": worker_generate, "fill": worker_fill}[a.worker](a)
+        return {"speed": worker_speed, "curve": worker_curve, "generate": worker_generate, "fill": worker_fill,
+                "probe": worker_probe}[a.worker](a)
     sub = ap.add_subparsers(dest="command", required=True)
     p = sub.add_parser("speed", help="training tokens/s, qkv and the twin, 1 and 2 threads")
     p.add_argument("config")
@@ -882,6 +1044,12 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=20, help="timed steps N (after N untimed ones)")
     p.add_argument("--rounds", type=int, default=3)
     p.set_defaults(run=cmd_speed)
+    p = sub.add_parser("bf16", help="qkv fp32 and bf16 against the twin in fp32 and under autocast bf16")
+    p.add_argument("config")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--steps", type=int, default=20, help="timed steps N (after N untimed ones)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.set_defaults(run=cmd_bf16)
     p = sub.add_parser("curve", help="validation loss against wall-clock time, the same budget each")
     p.add_argument("config")
     p.add_argument("--seconds", type=float, required=True)
@@ -911,16 +1079,16 @@ def main(argv=None):
     p.set_defaults(run=cmd_selftest)
     for p in sub.choices.values():
         p.add_argument("--qkv", default=default_qkv, help="the qkv binary (default: $QKV, else build/qkv)")
-        if p.get_default("run") in (cmd_speed, cmd_curve):
+        if p.get_default("run") in (cmd_speed, cmd_bf16, cmd_curve):
             p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                            help="a config override for both (qkv train --set)")
-        if p.get_default("run") in (cmd_speed, cmd_generate, cmd_fill):
+        if p.get_default("run") in (cmd_speed, cmd_bf16, cmd_generate, cmd_fill):
             p.add_argument("--json", help="also write the measurements here")
-        if p.get_default("run") is cmd_speed:
+        if p.get_default("run") in (cmd_speed, cmd_bf16):
             p.add_argument("--kernels", default=mfu.DEFAULT_KERNELS,
                            help="bench_kernels, for the FMA peak of MFU (default: make bench's); without it no MFU")
             p.add_argument("--name", default="", help="the workload's name in --json (tools/mfu.py table)")
-        if p.get_default("run") in (cmd_speed, cmd_curve, cmd_generate, cmd_fill):
+        if p.get_default("run") in (cmd_speed, cmd_bf16, cmd_curve, cmd_generate, cmd_fill):
             p.add_argument("--malloc", choices=["reuse", "default"], default="reuse",
                            help="glibc malloc of every process: reuse freed memory (default) or glibc's defaults")
     a = ap.parse_args(argv)

@@ -102,27 +102,28 @@ def workload_count(w):
     return count(C, L, H, T, V, F)
 
 
-def fma_peak(kernels, cpu, repetitions=3):
-    """(GFLOP/s, label): the median of bench_kernels' fma_peak runs, 1 thread pinned to `cpu`."""
-    cmd = [kernels, "--benchmark_filter=^fma_peak", "--benchmark_format=json",
+def fma_peak(kernels, cpu, repetitions=3, benchmark="fma_peak"):
+    """(GFLOP/s, label): the median of bench_kernels' fma_peak runs (or `benchmark`'s:
+    bf16_gemm_peak, a large bf16 GEMM's rate), 1 thread pinned to `cpu`."""
+    cmd = [kernels, f"--benchmark_filter=^{benchmark}", "--benchmark_format=json",
            f"--benchmark_repetitions={repetitions}"]
     r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=pin_to([cpu]),
                        env={**os.environ, "QKV_BENCH_THREADS": "1"})
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed (exit {r.returncode}): {r.stderr.strip()}")
     runs = [b for b in json.loads(r.stdout).get("benchmarks", [])
-            if b.get("name", "").startswith("fma_peak") and b.get("run_type", "iteration") == "iteration"]
+            if b.get("name", "").startswith(benchmark) and b.get("run_type", "iteration") == "iteration"]
     if not runs:
-        raise RuntimeError(f"{kernels} reported no fma_peak run")
+        raise RuntimeError(f"{kernels} reported no {benchmark} run")
     return statistics.median(b["GFLOP"] for b in runs), runs[0].get("label", "")
 
 
-def fma_peaks(kernels, cpus=None):
+def fma_peaks(kernels, cpus=None, benchmark="fma_peak"):
     """{cpu: GFLOP/s} of every CPU this process may run on (or `cpus`), and the label of the runs."""
     cpus = sorted(os.sched_getaffinity(0)) if cpus is None else cpus
     peaks, label = {}, ""
     for c in cpus:
-        peaks[c], label = fma_peak(kernels, c)
+        peaks[c], label = fma_peak(kernels, c, benchmark=benchmark)
     return peaks, label
 
 
@@ -133,14 +134,14 @@ def peak_for(peaks, threads, available=None):
     return sum(peaks[c] for c in cpus[:threads])
 
 
-def measure_peaks(kernels, what):
+def measure_peaks(kernels, what, benchmark="fma_peak"):
     """fma_peaks(kernels) or None with a note on stderr when bench_kernels is missing or fails (the
     comparison runs anyway, without MFU)."""
     if not (os.path.isfile(kernels) and os.access(kernels, os.X_OK)):
         print(f"{what}: no MFU: bench_kernels {kernels} not found (make bench, or --kernels)", file=sys.stderr)
         return None
     try:
-        return fma_peaks(kernels)
+        return fma_peaks(kernels, benchmark=benchmark)
     except (RuntimeError, ValueError) as e:
         print(f"{what}: no MFU: {e}", file=sys.stderr)
         return None
@@ -154,8 +155,8 @@ def merge_peaks(before, after):
     return mean, text
 
 
-def peak_line(before, after, label):
-    return (f"FMA peak per CPU (bench_kernels fma_peak, {label}), before / after the rounds, GFLOP/s: "
+def peak_line(before, after, label, what="FMA peak per CPU (bench_kernels fma_peak"):
+    return (f"{what}, {label}), before / after the rounds, GFLOP/s: "
             + "; ".join(f"CPU {c} {before[c]:.1f} / {after[c]:.1f}" for c in sorted(before)))
 
 

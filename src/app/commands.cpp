@@ -17,6 +17,7 @@
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/io/files.hpp"
 #include "qkv/kernels/blas.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/cpu.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/model/evaluate.hpp"
@@ -216,8 +217,8 @@ int sweep(const SweepArgs& a) {
 
 int info() {
   const std::string brand = kernels::cpu_brand(), cpu = kernels::cpu_kind() + (brand.empty() ? "" : " (" + brand + ")");
-  std::printf("qkv %s\nCPU: %s; %s\nBLAS: %s\nthreads: %d\nMPI: %s\n", QKV_VERSION, cpu.c_str(), kernels::cpu_features_text().c_str(),
-              blas_description().c_str(), num_threads(),
+  std::printf("qkv %s\nCPU: %s; %s\nBLAS: %s\n%s\nthreads: %d\nMPI: %s\n", QKV_VERSION, cpu.c_str(),
+              kernels::cpu_features_text().c_str(), blas_description().c_str(), kernels::bf16_info().c_str(), num_threads(),
 #ifdef QKV_HAVE_MPI
               "built in"
 #else

@@ -19,6 +19,7 @@ struct TrainArgs {
   bool overwrite = false;  ///< replace a run the directory already holds
   int threads = 0;
   bool quiet = false;
+  bool strict = false;     ///< refuse a setting this machine cannot honour (train.precision: bf16 without bf16 products)
   std::int64_t stop_after = 0;
 };
 int train(const TrainArgs& args);

@@ -119,6 +119,8 @@ int main(int argc, char** argv) {
   train->add_option("--threads", t.threads, "Threads (default: train.threads, 0 = all cores)")->check(whole_number(0, 1024));
   train->add_option("--stop-after", t.stop_after, "Stop after this many steps, saving last.h5 (for tests)")->check(whole_number(0));
   train->add_flag("--quiet", t.quiet, "No progress output");
+  train->add_flag("--strict", t.strict,
+                  "Refuse (exit 2) instead of training in float32 when train.precision: bf16 does not pay on this CPU");
   train->callback([&] {
     t.has_out = train->count("--out") > 0;
     status = qkv::app::train(t);

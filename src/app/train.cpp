@@ -12,6 +12,7 @@
 #include "qkv/runs/training.hpp"
 #include "runtime.hpp"
 #include "qkv/dist/comm.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/io/files.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/version.hpp"
@@ -33,6 +34,10 @@ int train(const TrainArgs& a) {
   return guarded([&] {
     if (a.has_out && a.out.empty()) throw ValueError("--out: empty; give the run directory");
     config::Config cfg = config::load_config(a.config, a.overrides, io::physical_memory_bytes());
+    if (a.strict && !train::choose_precision(cfg).note.empty())
+      throw config::ConfigError(cfg.source, 0, "train.precision",
+                                "bf16 refused by --strict: " + kernels::bf16_support().reason +
+                                    " (set train.precision: fp32, or drop --strict to train in float32)");
     if (!a.resume.empty()) {
       io::check_input_file(a.resume, "--resume");
       probe_checkpoint(a.resume);
@@ -53,6 +58,7 @@ int train(const TrainArgs& a) {
                        std::to_string(s.model().module().num_parameters()) + " parameters | " +
                        std::to_string(num_threads()) + " thread(s) | " + comm.description());
       progress.message("BLAS: " + blas_description());
+      if (const std::string m = runs::precision_message(s); !m.empty()) progress.message(m);
       if (s.state().step > 0) progress.message("resumed from " + a.resume + " at step " + std::to_string(s.state().step));
     };
     cb.on_step = [&](train::Session& s, const train::StepResult& r, double tokens_per_s, bool log) {

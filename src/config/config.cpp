@@ -283,6 +283,15 @@ Field field(const char* s, const char* k, V& v, const Table&... table) {
   return field(s, k, k, v, table...);
 }
 
+}  // namespace
+
+const NameTable<TrainPrecision>& train_precision_names() {
+  static const NameTable<TrainPrecision> table{{"fp32", TrainPrecision::Fp32}, {"bf16", TrainPrecision::Bf16}};
+  return table;
+}
+
+namespace {
+
 std::vector<Field> fields(Config& c) {
   auto& m = c.model;
   auto& t = c.task;
@@ -344,7 +353,9 @@ std::vector<Field> fields(Config& c) {
           field("train", "log_every", r.log_every),
           field("train", "target_accuracy", r.target_accuracy),
           field("train", "label_smoothing", r.label_smoothing),
-          field("train", "threads", r.threads), field("train", "diagnostics", r.diagnostics),
+          field("train", "threads", r.threads),
+          field("train", "precision", r.precision, train_precision_names()),
+          field("train", "diagnostics", r.diagnostics),
           unsized(field("train", "snapshot_every", r.snapshot_every)),
           unsized(field("train", "snapshot_examples", r.snapshot_examples)),
           field("run", "out", c.run.out)};

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <stdexcept>
 
+#include "bf16_block.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/tensor/allocator.hpp"
 
@@ -262,9 +263,16 @@ std::size_t gemm_block_count(std::size_t M, std::size_t N, std::size_t K) {
   return M == 0 || N == 0 || K == 0 ? 1 : plan_gemm(M, N, K).count;
 }
 
-template <class T>
-void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
-          std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+namespace {
+
+// gemm's blocks and threads for operands of type In and a product of type T; `call` runs one block
+// on the calling thread (call_gemm for gemm, bf16_block_product for gemm_bf16), with the part of
+// `bias` (N values added to every row of C, or null) its columns take, and none for the partial
+// products of a cut along K.
+template <class In, class T, class Call>
+void gemm_blocks(const Call& call, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha,
+                 const In* A, std::size_t lda, const In* B, std::size_t ldb, T beta, T* C, std::size_t ldc,
+                 const T* bias = nullptr) {
   // The product is cut into blocks that depend on the shape only, never on the thread count, and
   // each block is one OpenBLAS call; threads share out whole blocks. One thread makes the same
   // calls as eight, so the bits are the same for any thread count, whatever the BLAS kernel does
@@ -273,7 +281,7 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   // one from row 1020 on, in about 1 element of 7.)
   const GemmPlan plan = plan_gemm(M, N, K);
   if (plan.count <= 1) {
-    call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    call(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
     return;
   }
   const long count = long(plan.count);
@@ -284,12 +292,12 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
     const PooledBuffer<T> partial((plan.count - 1) * M * N);  // every value written by a BLAS call (beta 0)
     auto run = [&](long i) {
       const std::size_t lo = std::size_t(i) * plan.block, n = std::min(plan.block, K - lo);
-      const T* a = ta ? A + lo * lda : A + lo;
-      const T* b = tb ? B + lo : B + lo * ldb;
+      const In* a = ta ? A + lo * lda : A + lo;
+      const In* b = tb ? B + lo : B + lo * ldb;
       if (i == 0)
-        call_gemm(ta, tb, M, N, n, alpha, a, lda, b, ldb, beta, C, ldc);
+        call(ta, tb, M, N, n, alpha, a, lda, b, ldb, beta, C, ldc, bias);
       else
-        call_gemm(ta, tb, M, N, n, alpha, a, lda, b, ldb, T(0), partial.data() + std::size_t(i - 1) * M * N, N);
+        call(ta, tb, M, N, n, alpha, a, lda, b, ldb, T(0), partial.data() + std::size_t(i - 1) * M * N, N, nullptr);
     };
     auto add = [&](std::size_t r) {
       T* c = C + r * ldc;
@@ -315,11 +323,11 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   auto run = [&](long i) {
     const std::size_t lo = std::size_t(i) * plan.block, n = std::min(plan.block, plan.extent - lo);
     if (plan.cut == Cut::kRows) {
-      const T* a = ta ? A + lo : A + lo * lda;
-      call_gemm(ta, tb, n, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc);
+      const In* a = ta ? A + lo : A + lo * lda;
+      call(ta, tb, n, N, K, alpha, a, lda, B, ldb, beta, C + lo * ldc, ldc, bias);
     } else {
-      const T* b = tb ? B + lo * ldb : B + lo;
-      call_gemm(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc);
+      const In* b = tb ? B + lo * ldb : B + lo;
+      call(ta, tb, M, n, K, alpha, A, lda, b, ldb, beta, C + lo, ldc, bias ? bias + lo : nullptr);
     }
   };
   if (serial) {
@@ -328,6 +336,24 @@ void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha
   }
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < count; ++i) run(i);
+}
+
+}  // namespace
+
+template <class T>
+void gemm(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A,
+          std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+  auto call = [](bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, T alpha, const T* A, std::size_t lda,
+                 const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc, const T*) {
+    call_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  };
+  gemm_blocks(call, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
+               std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
+               const float* bias) {
+  gemm_blocks(bf16_block_product, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, bias);
 }
 
 std::string blas_info() {

@@ -66,15 +66,18 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
   Array<T> lse = Array<T>::from_shape({n.B, n.H, n.Tq});
   Array<T> weights;
   if (opt.need_weights) weights = Array<T>::from_shape(n.scores());
+  kernels::AttentionLowered low = kernels::lower_attention(q.data(), k.data(), v.data(), q.size(), k.size(), v.size(),
+                                                           kernels::lower_products<T>());  // bf16: kept for the backward
   kernels::attention_forward<T>(out.data(), lse.data(), opt.need_weights ? weights.data() : nullptr,
                                 q.data(), k.data(), v.data(), kernel_masks(mask, opt.is_causal, opt.causal_offset, n),
-                                drop, scale, n.B, n.H, n.Tq, n.Tk, n.D, n.Dv);
+                                drop, scale, n.B, n.H, n.Tq, n.Tk, n.D, n.Dv, 0, &low);
 
   AttentionOutput<T> result;
   if (opt.need_weights) result.weights = Variable<T>(std::move(weights));
   result.output = record_op<T>(
       kOp, std::move(out), needs_grad(q, k, v),
-      [q, k, v, mask, causal = opt.is_causal, offset = opt.causal_offset, drop, scale, n, lse = std::move(lse)](const Array<T>& gout,
+      [q, k, v, mask, causal = opt.is_causal, offset = opt.causal_offset, drop, scale, n, lse = std::move(lse),
+       low = std::move(low)](const Array<T>& gout,
                                                                                    const Array<T>& o) {
         // The kernel recomputes the weights block by block from the saved log-sum-exp and the
         // output o.
@@ -86,7 +89,7 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
             q.requires_grad() ? gq.data() : nullptr, k.requires_grad() ? gk.data() : nullptr,
             v.requires_grad() ? gv.data() : nullptr, gout.data(), q.data(), k.data(), v.data(),
             o.data(), lse.data(), kernel_masks(mask, causal, offset, n), drop, scale, n.B, n.H, n.Tq, n.Tk,
-            n.D, n.Dv);
+            n.D, n.Dv, &low);
         if (q.requires_grad()) q.accumulate_grad(std::move(gq), kOp);
         if (k.requires_grad()) k.accumulate_grad(std::move(gk), kOp);
         if (v.requires_grad()) v.accumulate_grad(std::move(gv), kOp);

@@ -1,13 +1,27 @@
 #include "qkv/ops/matmul.hpp"
 
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
 
 namespace qkv {
 namespace {
 
+using kernels::Bf16Buffer;
 using kernels::gemm;
 using kernels::gemm_serial;
+using kernels::Operand;
+
+// A product's operand: v's bfloat16 copy when the product is lowered (kernels/bf16.hpp), else its
+// values (none when this handle does not hold them).
+template <class T>
+Operand<T> operand(const T* values, const Bf16Buffer& low) {
+  return low.empty() ? Operand<T>{values} : Operand<T>{nullptr, low.data()};
+}
+template <class T>
+Operand<T> operand(const Variable<T>& v, const Bf16Buffer& low) {
+  return operand(v.holds_value() ? v.data() : nullptr, low);
+}
 
 enum class Batching { Equal, SharedB, SharedA };
 
@@ -24,8 +38,8 @@ void for_each_batch(std::size_t batch, F&& body) {
 }
 
 template <class T>
-void mm(bool serial, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, const T* A,
-        std::size_t lda, const T* B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
+void mm(bool serial, bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, Operand<T> A,
+        std::size_t lda, Operand<T> B, std::size_t ldb, T beta, T* C, std::size_t ldc) {
   if (serial)
     gemm_serial<T>(ta, tb, M, N, K, T(1), A, lda, B, ldb, beta, C, ldc);
   else
@@ -68,8 +82,9 @@ Variable<T> matmul(const Variable<T>& a, const Variable<T>& b) {
   for (std::size_t d = 0; d + 2 < out_shape.size(); ++d) batch *= out_shape[d];
 
   Array<T> c = Array<T>::from_shape(out_shape);
-  const T* A = a.data();
-  const T* B = b.data();
+  const bool low = kernels::lower_products<T>();  // bf16: a and b rounded once, kept for the backward
+  Bf16Buffer al = kernels::lowered(a.data(), a.size(), low), bl = kernels::lowered(b.data(), b.size(), low);
+  const Operand<T> A = operand(a, al), B = operand(b, bl);
   T* C = c.data();
   if (mode == Batching::SharedB) {
     // Fold the batch into the rows: one (batch*M, K) @ (K, N) GEMM.
@@ -83,13 +98,13 @@ Variable<T> matmul(const Variable<T>& a, const Variable<T>& b) {
 
   return record_op<T>("matmul", std::move(c), needs_grad(a, b),
                       // dA reads B, dB reads A: keep only the values a gradient needs.
-                      [a = b.requires_grad() ? a : a.without_value(), b = a.requires_grad() ? b : b.without_value(),
-                       mode, batch, M, N, K](const Array<T>& gc) {
+                      [a = b.requires_grad() && !low ? a : a.without_value(), b = a.requires_grad() && !low ? b : b.without_value(),
+                       al = b.requires_grad() ? std::move(al) : Bf16Buffer(), bl = a.requires_grad() ? std::move(bl) : Bf16Buffer(),
+                       low, mode, batch, M, N, K](const Array<T>& gc) {
     // In the forward pass C = A @ B, so dA = dC @ B^T and dB = A^T @ dC, per batch entry; a shared
     // operand sums the products of every batch entry.
-    const T* G = gc.data();
-    const T* A = a.holds_value() ? a.data() : nullptr;  // read only when the other side needs a gradient
-    const T* B = b.holds_value() ? b.data() : nullptr;
+    const Bf16Buffer gl = kernels::lowered(gc.data(), gc.size(), low);
+    const Operand<T> G = operand(gc.data(), gl), A = operand(a, al), B = operand(b, bl);
     if (a.requires_grad()) {
       Array<T> ga = Array<T>::from_shape(a.shape());
       T* GA = ga.data();
@@ -137,35 +152,42 @@ Variable<T> linear(const Variable<T>& x, const Variable<T>& weight, const Variab
   Shape out_shape = sx;
   out_shape.back() = out;
   Array<T> y = Array<T>::from_shape(out_shape);
+  const bool low = kernels::lower_products<T>();  // bf16: x and W rounded once, kept for the backward
   T beta = T(0);
-  if (bias.defined()) {
+  if (bias.defined() && !low) {  // (bf16 products add the bias themselves)
     const T* b = bias.data();
     T* Y = y.data();
     parallel_for(rows, out, [&](std::size_t r) { std::copy(b, b + out, Y + r * out); });
     beta = T(1);
   }
-  gemm<T>(false, true, rows, out, in, T(1), x.data(), in, weight.data(), in, beta, y.data(), out);
+  Bf16Buffer xl = kernels::lowered(x.data(), x.size(), low), wl = kernels::lowered(weight.data(), weight.size(), low);
+  gemm<T>(false, true, rows, out, in, T(1), operand(x, xl), in, operand(weight, wl), in, beta, y.data(), out,
+          low && bias.defined() ? bias.data() : nullptr);
 
   const bool grad = bias.defined() ? needs_grad(x, weight, bias) : needs_grad(x, weight);
   return record_op<T>("linear", std::move(y), grad,
                       // dx reads W, dW reads x, db reads neither: keep only the values a gradient needs.
-                      [x = weight.requires_grad() ? x : x.without_value(),
-                       weight = x.requires_grad() ? weight : weight.without_value(),
+                      [x = weight.requires_grad() && !low ? x : x.without_value(),
+                       weight = x.requires_grad() && !low ? weight : weight.without_value(),
+                       xl = weight.requires_grad() ? std::move(xl) : Bf16Buffer(),
+                       wl = x.requires_grad() ? std::move(wl) : Bf16Buffer(), low,
                        bias = bias.defined() ? bias.without_value() : bias, rows, in, out](const Array<T>& gy) {
-    // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum of dy over rows.
+    // y = x W^T + b: dx = dy W, dW = dy^T x, db = sum of dy over rows (bf16: summed as dy is rounded).
     const T* G = gy.data();
+    const bool db = bias.defined() && bias.requires_grad();
+    Array<T> gb = db ? zeros<T>(bias.shape()) : Array<T>();
+    const Bf16Buffer gl = kernels::lowered(G, rows, out, low, db ? gb.data() : nullptr);
     // Both products go straight into the gradients (beta 1 when one is there already: the
     // input of the q, k and v projections collects three).
     x.accumulate_grad_into([&](T* dx, bool add) {
-      gemm<T>(false, false, rows, in, out, T(1), G, out, weight.data(), in, T(add), dx, in);
+      gemm<T>(false, false, rows, in, out, T(1), operand(G, gl), out, operand(weight, wl), in, T(add), dx, in);
     }, "linear");
     weight.accumulate_grad_into([&](T* dw, bool add) {
-      gemm<T>(true, false, out, in, rows, T(1), G, out, x.data(), in, T(add), dw, in);
+      gemm<T>(true, false, out, in, rows, T(1), operand(G, gl), out, operand(x, xl), in, T(add), dw, in);
     }, "linear");
-    if (bias.defined() && bias.requires_grad()) {
-      Array<T> gb = zeros<T>(bias.shape());
+    if (db) {
       T* GB = gb.data();
-      for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t r = 0; r < rows && !low; ++r)
         for (std::size_t j = 0; j < out; ++j) GB[j] += G[r * out + j];
       bias.accumulate_grad(std::move(gb), "linear");
     }

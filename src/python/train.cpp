@@ -66,6 +66,7 @@ py::dict train(const TrainArgs& a, const py::object& callback, const py::object&
         std::to_string(s.model().module().num_parameters()) + " parameters | " + std::to_string(num_threads()) +
         " thread(s) | " + s.dp().comm().description());
     say("BLAS: " + kernels::blas_info());
+    if (const std::string m = runs::precision_message(s); !m.empty()) say(m);
     if (s.state().step > 0) say("resumed from " + a.resume + " at step " + std::to_string(s.state().step));
   };
   cb.on_evaluation = [&](train::Session& s) {

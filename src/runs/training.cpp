@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/tensor/parallel.hpp"
 
 namespace qkv::runs {
@@ -29,6 +30,11 @@ train::Callbacks SnapshotsDuringTraining::callbacks() {
     if (name == "last.h5") interp::save_snapshots(file_, recorder_->snapshots());  // as of last.h5
   };
   return c;
+}
+
+std::string precision_message(const train::Session& s) {
+  if (!s.precision().note.empty()) return "qkv: " + s.precision().note;
+  return s.precision().precision == kernels::Precision::BFloat16 ? "precision: bf16, " + kernels::bf16_info() : "";
 }
 
 train::RunOptions run_options(const std::string& resume, const std::string& out, bool overwrite, std::int64_t stop_after) {

@@ -18,6 +18,17 @@ const char* const kDiagnostics[] = {".entropy", ".max_weight", ".grad_q", ".grad
 
 }  // namespace
 
+PrecisionChoice choose_precision(const config::Config& cfg) {
+  PrecisionChoice c;
+  if (cfg.train.precision != config::TrainPrecision::Bf16) return c;
+  const kernels::Bf16Support& s = kernels::bf16_support();
+  if (s.fast)
+    c.precision = kernels::Precision::BFloat16;
+  else
+    c.note = "train.precision: bf16: " + s.reason + "; training in float32";
+  return c;
+}
+
 Session::Session(const config::Config& cfg, dist::Comm& comm) : cfg_(cfg), dp_(comm) {
   if (cfg.train.batch_size % (std::size_t(dp_.size()) * cfg.train.accumulate) != 0)
     throw ValueError("train.batch_size: " + std::to_string(cfg.train.batch_size) +
@@ -39,7 +50,9 @@ Session::Session(const config::Config& cfg, dist::Comm& comm) : cfg_(cfg), dp_(c
   for (auto& [name, layer] : model::attention_layers(*model_))
     for (const char* d : kDiagnostics) cols.push_back(name + d);
   metrics_.set_columns(cols);
-  step_options_ = {cfg.train.label_smoothing, cfg.optimizer.clip_grad_norm, !probe_.size(), cfg.train.accumulate, {}};
+  precision_ = choose_precision(cfg);
+  step_options_ = {cfg.train.label_smoothing, cfg.optimizer.clip_grad_norm, !probe_.size(), cfg.train.accumulate,
+                   precision_.precision, {}};
   diagnose_options_ = step_options_;
   // The raw (averaged, unclipped) gradient norms reaching W_q and W_k, for the metrics.
   diagnose_options_.after_backward = [this] {
@@ -50,6 +63,11 @@ Session::Session(const config::Config& cfg, dist::Comm& comm) : cfg_(cfg), dp_(c
 }
 
 Session::~Session() = default;
+
+void Session::set_precision(kernels::Precision precision) {
+  precision_ = {precision, ""};
+  step_options_.precision = diagnose_options_.precision = precision;
+}
 
 double Session::lr() const { return optimizer_->lr(); }
 

@@ -48,6 +48,7 @@ StepResult train_step(model::TaskModel& model, const data::Batch& batch, optim::
   for (std::size_t m = 0; m < k; ++m) total += scored(m);
   dp.sum(&total, 1);
   double sums[3] = {0, 0, 0};  // loss x tokens, correct, counted (this rank)
+  const kernels::ProductPrecisionGuard precision(o.precision);  // forward and backward
   Variable<float> whole;       // k == 1: backward comes after the finiteness check
   for (std::size_t m = 0; m < k; ++m) {
     data::Batch part;

@@ -105,6 +105,24 @@ TEST_CASE("cli: train, then eval, inspect and attention on the checkpoint") {
   CHECK(rows == 2 * 8 * 8);  // heads x queries x keys
 }
 
+TEST_CASE("cli: train.precision bf16 where it does not pay trains in float32 saying so, and --strict refuses it") {
+  // oneDNN limited to AVX512-BF16 (ONEDNN_MAX_CPU_ISA, read by oneDNN itself) stands in for a CPU
+  // without AMX; without oneDNN or AMX the outcome is the same.
+  const std::string dir = test::temp_dir("cli_bf16");
+  const std::string sort = std::string(QKV_SOURCE_DIR) + "/configs/sort.yaml";
+  const std::string run = "ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 " +
+                          qkv_cmd("train " + sort + " " + kTiny + "--set train.steps=6 --set train.precision=bf16 --out " + dir);
+  std::string out;
+  REQUIRE(test::run_command(run + " --overwrite", &out) == 0);
+  CHECK(out.find("train.precision: bf16: ") != std::string::npos);
+  CHECK(out.find("training in float32") != std::string::npos);
+  CHECK(test::run_command(run + "2 --strict", &out) == 2);
+  CHECK(out.find("train.precision: bf16 refused by --strict") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "2"));
+  REQUIRE(test::run_command(qkv_cmd("info"), &out) == 0);
+  CHECK(out.find("bf16 products: ") != std::string::npos);
+}
+
 TEST_CASE("cli: bad configs exit with status 2, name file, line and key, and leave no run directory") {
   const std::string dir = test::temp_dir("cli_bad");
   const std::string cfg = dir + "/bad.yaml";

@@ -11,12 +11,17 @@
 #include <cstdlib>
 #include <new>
 
+#include "qkv/kernels/bf16.hpp"
+
 namespace qkv::test {
-/// Calls of any operator new (plain, array, aligned, nothrow) since the program started.
+/// Calls of any operator new (plain, array, aligned, nothrow) since the program started, but for
+/// those made inside oneDNN's bf16 matmul calls, which g_onednn_new_calls counts.
 inline std::atomic<std::uint64_t> g_operator_new_calls{0};
+inline std::atomic<std::uint64_t> g_onednn_new_calls{0};
 
 inline void* counted_new(std::size_t n, std::size_t align) noexcept {
-  g_operator_new_calls.fetch_add(1, std::memory_order_relaxed);
+  (qkv::kernels::onednn_calls_in_progress() ? g_onednn_new_calls : g_operator_new_calls)
+      .fetch_add(1, std::memory_order_relaxed);
   if (n == 0) n = 1;
   return align <= alignof(std::max_align_t) ? std::malloc(n) : std::aligned_alloc(align, (n + align - 1) / align * align);
 }

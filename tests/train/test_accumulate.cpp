@@ -21,7 +21,7 @@ std::vector<Array<float>> trained(const config::Config& cfg, std::size_t accumul
   auto opt = optim::make_optimizer(model->module(), cfg.optimizer);
   dist::Comm single;
   dist::DataParallel dp(single);
-  train::StepOptions o{0.0, 1.0, true, accumulate, {}};
+  train::StepOptions o{0.0, 1.0, true, accumulate, kernels::Precision::Float32, {}};
   for (int s = 0; s < steps; ++s) {
     const auto r = train::train_step(*model, data.next_train(cfg.train.batch_size), *opt, o, dp);
     REQUIRE(std::string(r.diverged).empty());

@@ -84,7 +84,7 @@ TEST_CASE("train_step: forward, backward, clip and update: the loss falls, a NaN
   auto opt = optim::make_optimizer(model->module(), cfg.optimizer);
   dist::Comm& alone = dist::world();
   dist::DataParallel dp(alone);
-  train::StepOptions o{0.0, 1.0, true, 1, {}};
+  train::StepOptions o{0.0, 1.0, true, 1, kernels::Precision::Float32, {}};
   int called = 0;
   o.after_backward = [&] { ++called; };
   const data::Batch batch = data.next_train(32);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "qkv/io/checkpoint.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/kernels/blas.hpp"
 #include "qkv/tensor/parallel.hpp"
 #include "qkv/runs/training.hpp"
@@ -133,6 +134,42 @@ TEST_CASE("trainer: the default-size sort model gives the same bits with 1, 2 an
   check_same_parameters(runs[0], runs[1]);
   check_same_parameters(runs[0], runs[2]);
   CHECK(same_nan_aware(deterministic_metrics(runs[0]), deterministic_metrics(runs[1])));
+}
+
+TEST_CASE("trainer: train.precision bf16 gives the same bits with 1 and 2 threads, float32 with a note where it does not pay") {
+  // The default-size sort model (products cut into blocks) with dropout, as above.
+  auto config = [](const std::string& dir, int threads, const char* precision) {
+    return config::parse_config("{}", "bf16.yaml",
+                                {"model.d_model=64", "model.heads=4", "model.layers=2", "model.d_ff=256", "task.vocab=16",
+                                 "task.length=32", "train.batch_size=64", "model.dropout=0.1", "train.steps=4",
+                                 "train.eval_every=4", "task.eval_size=64", "schedule.warmup_steps=2",
+                                 "train.checkpoint_every=4", std::string("train.precision=") + precision,
+                                 "train.threads=" + std::to_string(threads), "run.out=" + dir});
+  };
+  std::vector<io::Checkpoint> runs;
+  for (auto [threads, precision] : {std::pair{1, "bf16"}, {2, "bf16"}, {1, "fp32"}}) {
+    const std::string dir = test::temp_dir("bf16_" + std::to_string(threads) + precision);
+    train_quiet(config(dir, threads, precision));
+    runs.push_back(io::load_checkpoint(dir + "/last.h5"));
+  }
+  set_num_threads(1);
+  check_same_parameters(runs[0], runs[1]);
+  CHECK(same_nan_aware(deterministic_metrics(runs[0]), deterministic_metrics(runs[1])));
+  CHECK(config::parse_stored_config(runs[0].config_yaml, "bf16").train.precision == config::TrainPrecision::Bf16);
+  dist::Comm single;
+  const train::Session s(config(test::temp_dir("bf16_session"), 1, "bf16"), single);
+  bool differs = false;  // from the float32 run
+  for (std::size_t i = 0; i < runs[0].model.size(); ++i)
+    differs = differs || !test::bitwise_equal(runs[0].model[i].second, runs[2].model[i].second);
+  if (kernels::bf16_support().fast) {
+    CHECK(s.precision().precision == kernels::Precision::BFloat16);
+    CHECK(s.precision().note.empty());
+    CHECK(differs);
+  } else {
+    CHECK(s.precision().precision == kernels::Precision::Float32);
+    CHECK(s.precision().note.find("training in float32") != std::string::npos);
+    CHECK_FALSE(differs);
+  }
 }
 
 TEST_CASE("trainer: N steps, save, resume N more equals 2N steps straight, bitwise") {

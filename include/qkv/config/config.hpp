@@ -20,6 +20,18 @@
 
 namespace qkv::config {
 
+/// train.precision: the operands of the training step's products (kernels/bf16.hpp).
+enum class TrainPrecision {
+  Fp32,  ///< float32 everywhere
+  /// bfloat16 operands and float32 accumulation in the products of linear layers, attention and
+  /// the output layer (forward and backward); weights, optimizer state, norms, softmax, the loss
+  /// and the gradients' reductions stay float32. Where bf16 does not pay on this CPU
+  /// (kernels::bf16_support()), the run trains in float32 and says so (train::Session::notes()).
+  Bf16
+};
+/// "fp32", "bf16".
+const NameTable<TrainPrecision>& train_precision_names();
+
 /// The `train` section: how the loop runs (the trainer's own settings).
 struct TrainConfig {
   std::size_t steps = 2000;
@@ -31,6 +43,7 @@ struct TrainConfig {
   double target_accuracy = 0.0;  ///< early stop at this held-out token accuracy; 0: off
   double label_smoothing = 0.0;
   int threads = 0;  ///< 0: all cores
+  TrainPrecision precision = TrainPrecision::Fp32;
   bool diagnostics = true;
   /// Record training snapshots (interp/snapshots.hpp: every layer's and head's attention weights
   /// and head scores on held-out examples) into <run>/snapshots.h5 every this many steps, at step

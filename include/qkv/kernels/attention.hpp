@@ -17,9 +17,16 @@
 /// the mask qkv::dropout draws on a (B, H, Tq, Tk) tensor with the same generator state.
 ///
 /// Results do not depend on the number of threads (bitwise).
+///
+/// bfloat16 products (float only; `lowered` given and not empty): the products of the forward and
+/// the backward take bfloat16 operands (q, k, v rounded once by lower_attention for both, dout
+/// once; each block of weights, and of dS, rounded before its product) and accumulate in float32;
+/// softmax, lse, out and the gradients stay float32.
 
 #include <cstddef>
 #include <cstdint>
+
+#include "qkv/kernels/bf16.hpp"
 
 namespace qkv::kernels {
 
@@ -42,6 +49,18 @@ struct AttentionMasks {
   std::size_t causal_offset = 0;
 };
 
+/// q (B, H, Tq, D), k and v rounded to bfloat16 for a call's forward and backward products.
+struct AttentionLowered {
+  Bf16Buffer q, k, v;
+  bool empty() const { return q.empty(); }
+};
+/// The copies when `lower` (and T is float), else empty ones (float32 products).
+template <class T>
+AttentionLowered lower_attention(const T* q, const T* k, const T* v, std::size_t q_size, std::size_t k_size,
+                                 std::size_t v_size, bool lower) {
+  return {lowered(q, q_size, lower), lowered(k, k_size, lower), lowered(v, v_size, lower)};
+}
+
 /// Dropout on the weights: p == 0 disables it.
 struct AttentionDropout {
   double p = 0.0;
@@ -59,7 +78,7 @@ template <class T>
 void attention_forward(T* out, T* lse, T* weights, const T* q, const T* k, const T* v,
                        const AttentionMasks<T>& masks, const AttentionDropout& dropout, T scale,
                        std::size_t B, std::size_t H, std::size_t Tq, std::size_t Tk, std::size_t D,
-                       std::size_t Dv, std::size_t kv_capacity = 0);
+                       std::size_t Dv, std::size_t kv_capacity = 0, const AttentionLowered* lowered = nullptr);
 
 /// Backward: writes (assigns, does not add) dq (B, H, Tq, D), dk (B, H, Tk, D), dv (B, H, Tk, Dv);
 /// any of them may be nullptr (not computed). dout, out (B, H, Tq, Dv) and lse (B, H, Tq) are the
@@ -68,6 +87,7 @@ template <class T>
 void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
                         const T* out, const T* lse, const AttentionMasks<T>& masks,
                         const AttentionDropout& dropout, T scale, std::size_t B, std::size_t H,
-                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv);
+                        std::size_t Tq, std::size_t Tk, std::size_t D, std::size_t Dv,
+                        const AttentionLowered* lowered = nullptr);
 
 }  // namespace qkv::kernels

@@ -36,6 +36,12 @@ class SnapshotsDuringTraining {
 /// qkv.train's arguments.
 train::RunOptions run_options(const std::string& resume, const std::string& out, bool overwrite, std::int64_t stop_after);
 
+/// What a run says at its start about its products' precision (train.precision), for every front
+/// end: "precision: bf16, bf16 products: oneDNN 2.6.3 matmul (brg:avx512_core_amx_bf16)", the note
+/// of a bf16 config that trains in float32 ("qkv: train.precision: bf16: ...; training in
+/// float32"), or "" for float32 as asked.
+std::string precision_message(const train::Session& s);
+
 /// train::run_training, with snapshots on the root rank when the config asks for them, at
 /// `threads` threads, else train.threads when it is > 0 (the OpenMP thread count; 0 and 0 leave
 /// it as it is).

@@ -29,6 +29,15 @@ struct RanksOutOfSync : Error {
   using Error::Error;
 };
 
+/// What train.precision gives on this CPU: the products' precision, and for the user a note when
+/// it is not what the config asks ("train.precision: bf16: this CPU has no AMX-BF16 ...; training in
+/// float32"), else "". bf16 is used where kernels::bf16_support().fast.
+struct PrecisionChoice {
+  kernels::Precision precision = kernels::Precision::Float32;
+  std::string note;
+};
+PrecisionChoice choose_precision(const config::Config& cfg);
+
 class Session {
  public:
   /// Build the run `cfg` describes, seeded from cfg.seed: task, data (held-out set at once),
@@ -72,6 +81,12 @@ class Session {
   double lr() const;
   /// Training tokens in one global batch (what tokens/s counts).
   std::size_t tokens_per_batch() const;
+  /// The precision the products of a step take (choose_precision), and what the user should know
+  /// about it ("" when the run trains as its config asks).
+  const PrecisionChoice& precision() const { return precision_; }
+  /// Run the products of the following steps in `precision`, whatever choose_precision decided:
+  /// for measuring bf16 where it does not pay (bench_train --force-bf16). Trains to other bits.
+  void set_precision(kernels::Precision precision);
 
  private:
   config::Config cfg_;
@@ -84,6 +99,7 @@ class Session {
   std::unique_ptr<optim::LrSchedule> schedule_;
   MetricsLog metrics_;
   TrainState state_;
+  PrecisionChoice precision_;
   StepOptions step_options_, diagnose_options_;
   std::vector<std::pair<double, double>> qk_norms_;
   double last_grad_norm_ = 0;

@@ -8,6 +8,7 @@
 
 #include "qkv/data/tasks.hpp"
 #include "qkv/dist/data_parallel.hpp"
+#include "qkv/kernels/bf16.hpp"
 #include "qkv/optim/optimizer.hpp"
 #include "qkv/model/task_model.hpp"
 
@@ -20,6 +21,9 @@ struct StepOptions {
   /// Gradient accumulation: the batch in this many micro-batches (which must divide its rows),
   /// one forward and backward each; the update is the one the whole batch would give.
   std::size_t accumulate = 1;
+  /// The operands of the products of forward and backward (kernels/bf16.hpp): BFloat16 for
+  /// train.precision: bf16 where it pays (train::choose_precision). Everything else stays float32.
+  kernels::Precision precision = kernels::Precision::Float32;
   /// Called between backward (gradients averaged) and clipping, e.g. to read raw gradient norms.
   std::function<void()> after_backward;
 };
