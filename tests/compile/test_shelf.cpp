@@ -1,9 +1,11 @@
 // The shelf of known circuits: distractor heads change no output of a compiled model, write only
-// their own dimension, and are listed in the circuit file outside the circuit.
+// their own dimension, and are listed in the circuit file outside the circuit; the circuit files
+// shipped in programs/shelf/ are what the shelf builds.
 #include <doctest/doctest.h>
 
 #include "qkv/compile/shelf.hpp"
 #include "qkv/interp/grade.hpp"
+#include "qkv/io/files.hpp"
 #include "qkv/io/json.hpp"
 #include "qkv/model/load.hpp"
 #include "test_util.hpp"
@@ -25,6 +27,11 @@ TEST_CASE("shelf: every model with its distractors still computes its program") 
     CHECK(distractors->items.size() == m.d_model - compile::compile_program(s.program).config.model.d_model);
     for (auto& d : distractors->items)
       for (auto& h : truth.heads) CHECK(d.find("id")->text != interp::head_name(h));
+    // The ground truth shipped in programs/shelf/ is this one (program paths relative to the source).
+    std::string text = s.compiled.circuit_json;
+    const std::string prefix = std::string(QKV_SOURCE_DIR) + "/";
+    for (std::size_t at; (at = text.find(prefix)) != std::string::npos;) text.erase(at, prefix.size());
+    CHECK(text == io::read_file(prefix + "programs/shelf/" + e.name + ".circuit.json", 1 << 20, "circuit"));
     model::LoadedModel l = model::load_model(s.compiled.checkpoint, e.name, {}, false);
     const compile::CheckResult r = compile::check_model(*l.model, s.program, 300);
     CHECK(r.positions > 0);
