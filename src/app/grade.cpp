@@ -14,6 +14,44 @@
 
 namespace qkv::app {
 
+namespace {
+
+bool is_checkpoint(const std::string& name) { return name.size() > 3 && name.compare(name.size() - 3, 3, ".h5") == 0; }
+
+// A model to grade, and for a trained one how many positions it got right before the widening.
+struct Graded {
+  compile::ShelfModel s;
+  bool trained = false;
+  std::size_t correct_before = 0;
+};
+
+// A trained model of a program's task, widened with a mimic of each circuit head (the residual of
+// a trained model has no labelled dimensions for the other patterns).
+Graded trained_model(const std::string& path, const std::string& circuit, std::uint64_t seed) {
+  if (circuit.empty()) throw ValueError(path + ": a checkpoint is graded against its circuit file: give --circuit FILE");
+  const Loaded l = load(path, {}, false);
+  if (l.cfg.task.name != "program")
+    throw ValueError(path + ": qkv grade reads models of a program's task (task.name program), found task.name " +
+                     l.cfg.task.name);
+  Graded g;
+  g.trained = true;
+  compile::ShelfModel& s = g.s;
+  const std::filesystem::path file(path);  // runs/NAME/best.h5 is NAME
+  const std::string stem = file.stem().string(), dir = file.parent_path().filename().string();
+  s.entry = {(stem == "best" || stem == "last") && !dir.empty() ? dir : stem, "trained, graded against " + circuit};
+  s.program = l.cfg.task.program.empty() ? rasp::load_program(l.cfg.task.path)
+                                         : rasp::parse_program(l.cfg.task.program, path + ":/config/task.program");
+  compile::CompiledModel c;
+  c.config = l.cfg;
+  c.checkpoint = io::load_checkpoint(path);
+  c.circuit_json = io::read_file(circuit, io::kMaxTextFileBytes, "--circuit");
+  s.compiled = compile::add_distractors(c, s.program, compile::shelf_distractors(c, true));
+  g.correct_before = compile::check_model(*l.model, s.program, 2000, seed).correct;
+  return g;
+}
+
+}  // namespace
+
 int grade(const GradeArgs& a) {
   return guarded([&] {
     if (a.threads > 0) set_num_threads(a.threads);
@@ -21,21 +59,31 @@ int grade(const GradeArgs& a) {
     std::vector<const compile::ShelfEntry*> entries;
     if (a.models.empty())
       for (auto& e : compile::shelf()) entries.push_back(&e);
-    for (auto& name : a.models) entries.push_back(&compile::shelf_entry(name));
+    for (auto& name : a.models)
+      if (!is_checkpoint(name)) entries.push_back(&compile::shelf_entry(name));
     interp::GradeRequest request;
     for (auto& name : a.instruments) request.instruments.push_back(interp::instrument_names().parse(name, "--instruments"));
     request.examples = a.examples;
     request.steps = a.steps;
     if (!a.write.empty()) std::filesystem::create_directories(a.write);
 
+    std::vector<Graded> models;
+    for (const compile::ShelfEntry* e : entries) models.push_back({compile::build_shelf_model(*e, a.programs)});
+    for (auto& name : a.models)
+      if (is_checkpoint(name)) models.push_back(trained_model(name, a.circuit, a.seed));
+
     std::vector<interp::GradeResult> results;
-    for (const compile::ShelfEntry* e : entries) {
-      const compile::ShelfModel s = compile::build_shelf_model(*e, a.programs);
+    for (const Graded& g : models) {
+      const compile::ShelfModel& s = g.s;
+      const compile::ShelfEntry* e = &s.entry;
       const std::string path = (a.write.empty() ? e->name : a.write + "/" + e->name) + ".h5";
       model::LoadedModel l = model::load_model(s.compiled.checkpoint, path, {}, true);
-      // The distractors change no output: the widened model still computes its program.
+      // The distractors change no output: the widened model computes its program (a trained one as
+      // well as it did before).
       const compile::CheckResult check = compile::check_model(*l.model, s.program, 2000, a.seed);
-      if (!check.ok()) throw Error(e->name + ": the shelf model disagrees with its program (" + check.first_error + ")");
+      if (g.trained ? check.correct != g.correct_before : !check.ok())
+        throw Error(e->name + ": the widened model disagrees with " + (g.trained ? "the trained one" : "its program") +
+                    " (" + check.first_error + ")");
       if (!a.write.empty()) {
         io::save_checkpoint(path, s.compiled.checkpoint);
         io::write_file_atomic(compile::circuit_path(path), s.compiled.circuit_json);

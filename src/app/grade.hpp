@@ -8,7 +8,8 @@
 namespace qkv::app {
 
 struct GradeArgs {
-  std::vector<std::string> models;       ///< shelf names; empty: the whole shelf
+  std::vector<std::string> models;       ///< shelf names or a checkpoint (.h5); empty: the whole shelf
+  std::string circuit;                   ///< the ground truth of a checkpoint given in `models`
   std::vector<std::string> instruments;  ///< empty: every one
   std::string programs = "programs";     ///< where the shelf's .rasp files are
   std::size_t pairs = 8;                 ///< clean/corrupted pairs per model

@@ -333,7 +333,9 @@ int main(int argc, char** argv) {
   qkv::app::GradeArgs gr;  // docs/grade.md
   auto* grade = app.add_subcommand("grade", "Grade every instrument on the shelf of known circuits: head and edge AUROC "
                                             "and top-k precision (docs/grade.md)");
-  grade->add_option("models", gr.models, "Shelf models (default: induction who_what reverse sort histogram)");
+  grade->add_option("models", gr.models, "Shelf models (default: induction who_what reverse sort histogram), or a "
+                                          "trained checkpoint of a program's task (.h5, with --circuit)");
+  grade->add_option("--circuit", gr.circuit, "The circuit file of a checkpoint given (its ground truth)");
   grade->add_option("--instruments", gr.instruments, "Instruments (default: all)")->delimiter(',');
   grade->add_option("--programs", gr.programs, "Directory of the shelf's .rasp programs (default programs)");
   grade->add_option("--pairs", gr.pairs, "Clean/corrupted pairs per model (default 8)")->check(whole_number(1, 1000));

@@ -25,10 +25,17 @@ std::string ends(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0 ? tail : "";
 }
 
-// The first head of layer l that computes something (its index), or -1.
-long circuit_head(const model::CompiledInfo& info, std::size_t l) {
-  for (auto& op : info.ops)
-    if (op.layer == l && op.component.rfind("mlp", 0) != 0) return long(op.head);
+// The first circuit head of layer l (its index) in a circuit file's components, or -1.
+long circuit_head(const json::Value& circuit, std::size_t l) {
+  const json::Value* components = circuit.find("components");
+  if (!components) return -1;
+  for (auto& c : components->items) {
+    const json::Value* kind = c.find("kind");
+    const json::Value* id = c.find("id");
+    if (!kind || !id || kind->text != "head") continue;
+    const std::size_t dot = id->text.find('.');
+    if (dot != std::string::npos && id->text.substr(0, dot) == std::to_string(l)) return std::stol(id->text.substr(dot + 1));
+  }
   return -1;
 }
 
@@ -77,6 +84,7 @@ json::Value string_value(const std::string& s) {
   return v;
 }
 json::Value& member(json::Value& object, const std::string& key) {
+  if (object.kind == json::Value::Kind::Null) object.kind = json::Value::Kind::Object;
   for (auto& [k, v] : object.members)
     if (k == key) return v;
   object.members.push_back({key, json::Value{}});
@@ -88,7 +96,10 @@ json::Value& member(json::Value& object, const std::string& key) {
 CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& program,
                               const std::vector<Distractor>& distractors) {
   const auto& m0 = c.config.model;
-  const std::size_t C = m0.d_model, H = m0.attn.num_heads, D = m0.attn.head_dim, Dv = m0.attn.value_dim;
+  // head_dim 0 means C / H, value_dim 0 means head_dim (nn::MultiHeadAttentionOptions).
+  const std::size_t C = m0.d_model, H = m0.attn.num_heads, D = m0.attn.head_dim ? m0.attn.head_dim : C / H,
+                    Dv = m0.attn.value_dim ? m0.attn.value_dim : D;
+  json::Value circuit = json::parse(c.circuit_json, "the circuit file");
   const std::vector<std::string>& labels = c.info.residual;
   auto find_label = [&](const std::string& label) -> long {
     auto it = std::find(labels.begin(), labels.end(), label);
@@ -109,14 +120,15 @@ CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& progr
       throw ValueError(where + ": layer " + std::to_string(d.layer) + " out of range (the model has " +
                        std::to_string(m0.layers) + ")");
     ++extra[d.layer];
-    if (d.pattern == DistractorPattern::Mimic && circuit_head(c.info, d.layer) < 0)
+    if (d.pattern == DistractorPattern::Mimic && circuit_head(circuit, d.layer) < 0)
       throw ValueError(where + ": a mimic needs a circuit head in layer " + std::to_string(d.layer) + ", which has none");
-    const std::vector<long>& dims = d.pattern == DistractorPattern::PreviousToken ? index_dims : token_dims;
-    if ((d.pattern == DistractorPattern::PreviousToken || d.pattern == DistractorPattern::SameToken) &&
-        std::count(dims.begin(), dims.end(), -1L) > 0)
-      throw ValueError(where + ": a " + std::string(name(d.pattern)) + " distractor needs the " +
-                       (d.pattern == DistractorPattern::PreviousToken ? "indices" : "tokens") +
-                       " dimensions, which the residual of " + program.path + " lacks");
+    // The other patterns read the residual's labelled dimensions: a compiled model's.
+    const bool lacks = std::count(token_dims.begin(), token_dims.end(), -1L) > 0 || one < 0 || bos < 0 ||
+                       (d.pattern == DistractorPattern::PreviousToken && std::count(index_dims.begin(), index_dims.end(), -1L) > 0);
+    if (d.pattern != DistractorPattern::Mimic && lacks)
+      throw ValueError(where + ": a " + std::string(name(d.pattern)) + " distractor reads the residual's one, bos, tokens" +
+                       (d.pattern == DistractorPattern::PreviousToken ? " and indices" : "") +
+                       " dimensions, which this model of " + program.path + " does not label (a compiled model does)");
     if (d.pattern == DistractorPattern::PreviousToken) need_d = std::max(need_d, program.max_len);
     if (d.pattern == DistractorPattern::SameToken) need_d = std::max(need_d, program.vocab.size());
   }
@@ -161,13 +173,17 @@ CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& progr
         }
     }
   }
+  auto has = [&](const std::string& pname) {
+    for (auto& [n, a] : state)
+      if (n == pname) return true;
+    return false;
+  };
   auto weight = [&](const std::string& pname) -> Array<float>& {
     for (auto& [n, a] : state)
       if (n == pname) return a;
     throw Error("add_distractors: the model has no parameter " + pname);
   };
 
-  json::Value circuit = json::parse(c.circuit_json, "the circuit file");
   json::Value list;
   list.kind = json::Value::Kind::Array;
   out.info = c.info;
@@ -187,13 +203,19 @@ CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& progr
     member(entry, "id") = string_value(id);
     member(entry, "pattern") = string_value(name(d.pattern));
     switch (d.pattern) {
-      case DistractorPattern::Mimic: {
-        const std::size_t src = std::size_t(circuit_head(c.info, d.layer));
-        for (std::size_t r = 0; r < need_d; ++r)
-          for (std::size_t k = 0; k < C; ++k) {
-            wq(r0 + r, k) = wq(src * need_d + r, k);
-            wk(r0 + r, k) = wk(src * need_d + r, k);
+      case DistractorPattern::Mimic: {  // the head's q, k and v, weights and biases; w_o to the dead dimension
+        const std::size_t src = std::size_t(circuit_head(circuit, d.layer));
+        for (const char* part : {"w_q.", "w_k.", "w_v."}) {
+          const std::size_t width = part[2] == 'v' ? need_dv : need_d;
+          Array<float>& pw = weight(b + part + "weight");
+          for (std::size_t r = 0; r < width; ++r)
+            for (std::size_t k = 0; k < C; ++k) pw(h * width + r, k) = pw(src * width + r, k);
+          if (has(b + part + "bias")) {
+            Array<float>& pb = weight(b + part + "bias");
+            for (std::size_t r = 0; r < width; ++r) pb(h * width + r) = pb(src * width + r);
           }
+        }
+        for (std::size_t e = 0; e < need_dv; ++e) wo(dead, v0 + e) = float(e + 1);
         member(entry, "mimics") = string_value(std::to_string(d.layer) + "." + std::to_string(src));
         break;
       }
@@ -214,10 +236,11 @@ CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& progr
         wk(r0, std::size_t(bos)) = 1;
         break;
     }
-    for (std::size_t t = 0; t < token_dims.size(); ++t) {
-      if (token_dims[t] >= 0) wv(v0 + t, std::size_t(token_dims[t])) = 1;
-      wo(dead, v0 + t) = float(t + 1);
-    }
+    if (d.pattern != DistractorPattern::Mimic)
+      for (std::size_t t = 0; t < token_dims.size(); ++t) {
+        wv(v0 + t, std::size_t(token_dims[t])) = 1;
+        wo(dead, v0 + t) = float(t + 1);
+      }
     const std::string label = "dead:" + id;
     out.info.residual.push_back(label);
     member(entry, "writes") = string_value(label);
@@ -229,8 +252,9 @@ CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& progr
   member(model, "d_model") = number_value(m.d_model);
   member(model, "head_dim") = number_value(need_d);
   member(model, "value_dim") = number_value(need_dv);
-  json::Value& residual = member(circuit, "residual");
-  for (std::size_t i = C; i < out.info.residual.size(); ++i) residual.items.push_back(string_value(out.info.residual[i]));
+  if (circuit.find("residual"))
+    for (std::size_t i = C; i < out.info.residual.size(); ++i)
+      member(circuit, "residual").items.push_back(string_value(out.info.residual[i]));
   member(circuit, "distractors") = std::move(list);
   out.circuit_json.clear();
   write_value(circuit, out.circuit_json, 0);
@@ -238,17 +262,17 @@ CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& progr
   out.checkpoint = c.checkpoint;
   out.checkpoint.config_yaml = config::to_yaml(out.config);
   out.checkpoint.model = std::move(state);
-  out.checkpoint.compiled = model::compiled_entries(out.info, out.circuit_json);
+  if (!c.checkpoint.compiled.empty()) out.checkpoint.compiled = model::compiled_entries(out.info, out.circuit_json);
   return out;
 }
 
-std::vector<Distractor> shelf_distractors(const CompiledModel& c) {
+std::vector<Distractor> shelf_distractors(const CompiledModel& c, bool mimics_only) {
   static const DistractorPattern others[] = {DistractorPattern::PreviousToken, DistractorPattern::SameToken,
                                              DistractorPattern::FirstToken};
   std::vector<Distractor> out;
   for (std::size_t l = 0; l < c.config.model.layers; ++l) {
-    if (circuit_head(c.info, l) >= 0) out.push_back({l, DistractorPattern::Mimic});
-    out.push_back({l, others[l % 3]});
+    if (circuit_head(json::parse(c.circuit_json, "the circuit file"), l) >= 0) out.push_back({l, DistractorPattern::Mimic});
+    if (!mimics_only) out.push_back({l, others[l % 3]});
   }
   return out;
 }

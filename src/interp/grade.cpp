@@ -359,7 +359,7 @@ Lowest lowest(const GradeResult& r, const InstrumentGrade& g) {
 std::string format_grades(const std::vector<GradeResult>& results) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "%-10s %-14s %6s %6s %6s %7s %6s %6s  %s\n", "model", "instrument", "heads", "AUROC",
+  std::snprintf(line, sizeof line, "%-15s %-14s %6s %6s %6s %7s %6s %6s  %s\n", "model", "instrument", "heads", "AUROC",
                 "top-k", "edges", "AUROC", "top-k", "lowest circuit head (rank, score)");
   out += line;
   for (auto& r : results) {
@@ -370,7 +370,7 @@ std::string format_grades(const std::vector<GradeResult>& results) {
       const std::string heads = std::to_string(pos) + "/" + std::to_string(r.heads.size());
       const std::string edges =
           scores_edges(g.instrument) ? std::to_string(g.edge_positives) + "/" + std::to_string(g.edges.size()) : "-";
-      std::snprintf(line, sizeof line, "%-10s %-14s %6s %6s %6s %7s %6s %6s  %s (%zu, %s)\n", r.model.c_str(),
+      std::snprintf(line, sizeof line, "%-15s %-14s %6s %6s %6s %7s %6s %6s  %s (%zu, %s)\n", r.model.c_str(),
                     instrument_names().name(g.instrument), heads.c_str(), fixed(g.head_auroc).c_str(),
                     fixed(g.head_precision).c_str(), edges.c_str(), fixed(g.edge_auroc).c_str(),
                     fixed(g.edge_precision).c_str(), low.head.c_str(), low.rank, general(low.score).c_str());

@@ -65,4 +65,22 @@ TEST_CASE("shelf: a distractor's output goes only to its dead dimension") {
   CHECK_THROWS_WITH_AS(compile::shelf_entry("nope"), doctest::Contains("the shelf holds induction"), ValueError);
 }
 
+TEST_CASE("shelf: a model without labelled dimensions gets mimics only and computes what it did") {
+  const rasp::Program p = rasp::load_program(std::string(QKV_SOURCE_DIR) + "/programs/induction.rasp");
+  compile::CompiledModel c = compile::compile_program(p);
+  c.checkpoint.compiled.clear();  // as a trained model: no /compiled, no residual labels
+  c.info = {};
+  const std::vector<compile::Distractor> mimics = compile::shelf_distractors(c, true);
+  REQUIRE(mimics.size() == 2);
+  CHECK(mimics[1].layer == 1);
+  CHECK(mimics[1].pattern == compile::DistractorPattern::Mimic);
+  const compile::CompiledModel w = compile::add_distractors(c, p, mimics);
+  CHECK(w.checkpoint.compiled.empty());
+  model::LoadedModel l = model::load_model(w.checkpoint, "trained", {}, false);
+  const compile::CheckResult r = compile::check_model(*l.model, p, 300);
+  CHECK(r.correct == r.positions);
+  CHECK_THROWS_WITH_AS(compile::add_distractors(c, p, {{0, compile::DistractorPattern::PreviousToken}}),
+                       doctest::Contains("does not label"), ValueError);
+}
+
 }  // namespace qkv

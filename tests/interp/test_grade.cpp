@@ -71,7 +71,7 @@ TEST_CASE("grade: on the induction circuit activation patching finds both heads 
   CHECK(labels.head_scores[1] == doctest::Approx(labels.head_scores[0]));  // the mimic attends as 0.0 does
   CHECK(labels.head_auroc < 1.0);
   CHECK(g.grades[3].head_auroc == 1.0);  // zeroing a distractor changes no loss
-  CHECK(interp::format_grades({g}).find("induction  patching") != std::string::npos);
+  CHECK(interp::format_grades({g}).find("induction       patching") != std::string::npos);
   CHECK_THROWS_WITH_AS(interp::grade(l, interp::GradeRequest{}, "x"), doctest::Contains("pairs"), OptionError);
 }
 

@@ -8,14 +8,14 @@
 /// ("dead:L.H") that nothing reads (no later head, MLP or the output layer): it cannot change
 /// an output, in any input. Its attention pattern is chosen to look like a circuit's:
 ///
-///   mimic          the query and key weights of the layer's first circuit head, copied: the same
-///                  pattern as the real head, on every input
+///   mimic          the query, key and value weights (and biases) of the layer's first circuit
+///                  head, copied: the same pattern and z as the real head, on every input
 ///   previous-token q . k = [index(k) = index(q) - 1]  (reads the indices' one-hot)
 ///   same-token     q . k = [token(k) = token(q)]      (reads the tokens' one-hot)
 ///   first-token    q . k = [k is BOS]                  (the attention sink)
 ///
 /// with the model's softmax scale, so the patterns are as hard as the compiled heads'. The value
-/// reads the tokens' one-hot. Widening keeps every compiled weight: new heads go after a layer's
+/// of the other patterns reads the tokens' one-hot. Widening keeps every compiled weight: new heads go after a layer's
 /// heads, new dimensions after the residual's, head_dim and value_dim grow to what the
 /// distractors need; the model computes the same outputs to the bit (compile::check_model agrees).
 
@@ -35,18 +35,21 @@ struct Distractor {
   DistractorPattern pattern = DistractorPattern::Mimic;
 };
 
-/// `c` (compiled from `program`) with the distractors added, in order: each becomes the next new
-/// head of its layer. Its info lists the dead dimensions in `residual`; its circuit file gains
+/// `c` (compiled from `program`, or a trained model of the program's task with `c.circuit_json` its
+/// ground truth: mimics only) with the distractors added, in order: each becomes the next new head
+/// of its layer; a mimic copies the first circuit head of its layer (the circuit's "components").
+/// Its info lists the dead dimensions in `residual`; its circuit file gains
 ///   "distractors": [{"id": "L.H", "pattern": "mimic", "mimics": "L.H0", "writes": "dead:L.H"}]
 /// and the widened sizes in "model"; "components" and "edges" (the circuit) are unchanged.
-/// ValueError for a layer out of range, a mimic in a layer without a circuit head, a
-/// previous-token or same-token distractor of a program without indices or tokens dimensions.
+/// ValueError for a layer out of range, a mimic in a layer without a circuit head, another
+/// pattern on a residual without the labels it reads. A model without /compiled (trained) gets none.
 CompiledModel add_distractors(const CompiledModel& c, const rasp::Program& program,
                               const std::vector<Distractor>& distractors);
 
 /// The shelf's rule: every layer gets a mimic of its first circuit head (when it has one), then
-/// one of previous-token, same-token, first-token (layer l: the (l mod 3)-th).
-std::vector<Distractor> shelf_distractors(const CompiledModel& c);
+/// one of previous-token, same-token, first-token (layer l: the (l mod 3)-th); only the mimics with
+/// `mimics_only` (a trained model, whose residual has no labelled dimensions).
+std::vector<Distractor> shelf_distractors(const CompiledModel& c, bool mimics_only = false);
 
 /// One model of the shelf: a program of programs/.
 struct ShelfEntry {
