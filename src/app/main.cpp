@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "grade.hpp"
 #include "qkv/tensor/names.hpp"
 #include "runtime.hpp"
 
@@ -375,6 +376,24 @@ int main(int argc, char** argv) {
   serve->add_option("--port", sv.port, "Port (default 8080; 0: a free port, printed)")->check(whole_number(0, 65535));
   serve->add_option("--threads", sv.threads, "Threads per request (default 1)")->check(whole_number(1, 1024));
   serve->callback([&] { status = qkv::app::serve(sv); });
+
+  qkv::app::GradeArgs gr;  // docs/grade.md
+  auto* grade = app.add_subcommand("grade", "Grade every instrument on the shelf of known circuits: head and edge AUROC "
+                                            "and top-k precision (docs/grade.md)");
+  grade->add_option("models", gr.models, "Shelf models (default: induction who_what reverse sort histogram), or a "
+                                          "trained checkpoint of a program's task (.h5, with --circuit)");
+  grade->add_option("--circuit", gr.circuit, "The circuit file of a checkpoint given (its ground truth)");
+  grade->add_option("--instruments", gr.instruments, "Instruments (default: all)")->delimiter(',');
+  grade->add_option("--programs", gr.programs, "Directory of the shelf's .rasp programs (default programs)");
+  grade->add_option("--pairs", gr.pairs, "Clean/corrupted pairs per model (default 8)")->check(whole_number(1, 1000));
+  grade->add_option("--examples", gr.examples, "Test examples of labels and ablation (default 256)")->check(whole_number(1));
+  grade->add_option("--steps", gr.steps, "EAP-IG's interpolation steps (default 5)")->check(whole_number(1, 1000));
+  grade->add_option("--seed", gr.seed, "Seed of the pairs (default 0)")->check(whole_number(0));
+  grade->add_option("--csv", gr.csv, "Also write the table as CSV");
+  grade->add_option("--write", gr.write, "Write the shelf's checkpoints and circuit files to this directory");
+  grade->add_flag("--json", gr.json, "Every score as JSON, for tools");
+  grade->add_option("--threads", gr.threads, "Threads (0 = all cores)")->check(whole_number(0, 1024));
+  grade->callback([&] { status = qkv::app::grade(gr); });
 
   auto* info = app.add_subcommand("info", "Version, BLAS kernel, threads and MPI");
   info->callback([&] { status = qkv::app::info(); });

@@ -37,6 +37,12 @@ FACTS = {
     "ablate_10_loss": {"command": "--heads 1.0 ", "pattern": r"without 1\.0: loss ([\d.]+)"},
     "ablate_10_acc": {"command": "--heads 1.0 ", "pattern": r"without 1\.0: .*token accuracy ([\d.]+)%"},
     "ablate_all_acc": {"command": "--heads '1.*'", "pattern": r"without 1\.0,1\.1,1\.2,1\.3: .*token accuracy ([\d.]+)%"},
+    "compiled_prev": {"command": "qkv heads induction.h5", "pattern": row(0, 0, 2)},
+    "compiled_first": {"command": "qkv heads induction.h5", "pattern": row(1, 0, 3)},
+    "compiled_ablate_acc": {"command": "qkv ablate induction.h5", "pattern": r"without 1\.0: .*token accuracy ([\d.]+)%"},
+    "grade_labels": {"command": "qkv grade induction", "pattern": r"^induction\s+labels\s+\S+\s+([\d.]+)"},
+    "grade_patching": {"command": "qkv grade induction", "pattern": r"^induction\s+patching\s+\S+\s+([\d.]+)"},
+    "grade_eapig_prev": {"command": "qkv grade induction", "pattern": r"^induction\s+eap-ig\s.*0\.0 \(\d+, ([\d.e-]+)\)"},
 }
 
 GRAMMAR_FILL = "qkv fill runs/grammar_zh"

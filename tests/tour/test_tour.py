@@ -4,8 +4,8 @@ every number they quote against what the commands print.
 
     test_tour.py --qkv BUILD/qkv --workdir DIR [--long] [--write]
 
-Every line of a ```sh block is a command, run in order in DIR (where configs/ and scripts/ point
-into the source tree, and `qkv` is BUILD/qkv). Both tours must have the same commands.
+Every line of a ```sh block is a command, run in order in DIR (where configs/, scripts/ and programs/
+point into the source tree, and `qkv` is BUILD/qkv). Both tours must have the same commands.
 
 - Numbers in the prose are marked <!--f:ID-->VALUE<!--/f--> (the comments do not show when the
   page is read); tests/tour/facts.py says which command's output holds each ID and where. A
@@ -238,7 +238,7 @@ def main():
         work = a.workdir / f"tour{i}"
         subprocess.run(["rm", "-rf", str(work)], check=True)
         work.mkdir(parents=True)
-        for d in ("configs", "scripts"):
+        for d in ("configs", "scripts", "programs"):
             (work / d).symlink_to(ROOT / d)
         tour = Tour(path, str(Path(a.qkv).resolve()), work, a.long, same, failures)
         if i > 0:  # the second tour runs the same commands: reuse the first one's outputs
