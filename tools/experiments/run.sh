@@ -5,8 +5,10 @@
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
-#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh (default: all of them).
+#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh, roles_v2 (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
+# --analysis-qkv PATH: the qkv binary the analyses run (roles_v2: its head scores; default build/qkv),
+#   where training runs --qkv (an experiment's frozen binary: one code version for every run).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. The ones without a pilot: about 12 hours
 #   on 2 cores, an estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads
@@ -29,23 +31,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-quick=0 jobs=2 qkv=build/qkv report_only=0 status=0 names=()
+quick=0 jobs=2 qkv=build/qkv analysis_qkv=build/qkv report_only=0 status=0 names=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --jobs) jobs="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
+    --analysis-qkv) analysis_qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh|roles_v2) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh roles_v2)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
+[ -x "$analysis_qkv" ] && analysis_qkv=$(realpath "$analysis_qkv")
 py=/usr/bin/python3
 S=tools/experiments
 runs=runs/exp
@@ -499,6 +503,31 @@ roles() {
   done > "$o/pilot.csv"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
+}
+
+# Roles v2 (experiments/roles_v2/README.md): four pilots and their reported runs (fixed width and
+# fixed head size, 2 and 4 layers; the 2-layer half first), then every head's scores at the masked
+# positions, mean ablations over mask draws and the tests (roles_v2.py, with --analysis-qkv).
+roles_v2() {
+  local o; o=$(out_dir roles_v2); mkdir -p "$o"
+  local sub part dirs=() pilots=() d first
+  for sub in width_L2 headsize_L2 width_L4 headsize_L4; do
+    mkdir -p "$o/$sub"
+    mapfile -t part < <(pilot_then_main roles_v2/$sub 200 20)
+    chosen_lrs roles_v2/$sub model.heads "$o/$sub/lr.txt"
+    dirs+=("${part[@]}")
+    [ -d "$runs/roles_v2/$sub/pilot" ] || continue
+    first=1
+    for d in $(pilot_dirs roles_v2/$sub); do  # the pilot's runs, its extensions included
+      [ -f "$d/results.csv" ] || continue
+      if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
+    done > "$o/$sub/pilot.csv"
+    pilots+=($(pilot_dirs roles_v2/$sub))
+  done
+  has_sweeps roles_v2 "${dirs[@]}" || return 0
+  $py $S/plateau.py curves "${pilots[@]}" "${dirs[@]}" --out "$o/curves.csv.gz"
+  $py $S/roles_v2.py analyse "${dirs[@]}" --out "$o" --qkv "$analysis_qkv" --train-qkv "$qkv" --jobs "$jobs"
+  $py $S/roles_v2.py report "$o" > "$o/results.md"
 }
 
 # lm_experiment NAME KEY PREFIX [LM_HEADS_OPTION...]: an lr pilot then the main sweeps of a language
