@@ -582,16 +582,24 @@ std::string share_at(double share, long offset) {
 
 std::string format_head_scores(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines) {
   std::ostringstream out;
-  char line[320];
-  std::snprintf(line, sizeof line, "%-22s %4s %-6s %8s %8s %8s %8s %8s %8s %8s %11s  %-16s %s\n", "layer", "head", "kind",
-                "entropy", "max_w", "prev", "first", "self", "induct", "retriev", "offset", "label", "position or role");
+  char line[256];
+  std::snprintf(line, sizeof line, "%-22s %4s %-6s %8s %8s %8s %8s %8s %8s %8s  %s\n", "layer", "head", "kind", "entropy",
+                "max_w", "prev", "first", "self", "induct", "retriev", "label");
   out << line;
   for (auto& s : scores) {
-    const std::string offset = std::isnan(s.offset_share) ? "-" : share_at(s.offset_share, s.offset);
-    std::snprintf(line, sizeof line, "%-22s %4zu %-6s %8s %8s %8s %8s %8s %8s %8s %11s  %-16s %s\n", s.layer.c_str(), s.head,
+    std::snprintf(line, sizeof line, "%-22s %4zu %-6s %8s %8s %8s %8s %8s %8s %8s  %s\n", s.layer.c_str(), s.head,
                   model::attention_kind_name(s.kind), cell(s.entropy).c_str(), cell(s.max_weight).c_str(),
                   cell(s.previous_token).c_str(), cell(s.first_token).c_str(), cell(s.self).c_str(),
-                  cell(s.induction).c_str(), cell(s.retrieval).c_str(), offset.c_str(), s.label.c_str(), s.role_label.c_str());
+                  cell(s.induction).c_str(), cell(s.retrieval).c_str(), s.label.c_str());
+    out << line;
+  }
+  // Position or role: how far each head looks when it looks a fixed distance, and its verdict.
+  out << "\nposition or role: the key offset most queries put their largest weight on, their share, and the head's "
+         "label\n  head    offset   share  position or role\n";
+  for (auto& s : scores) {
+    const std::string offset = std::isnan(s.offset_share) ? "-" : (s.offset > 0 ? "+" : "") + std::to_string(s.offset);
+    std::snprintf(line, sizeof line, "  %3zu.%-3zu %7s %7s  %s\n", s.layer_index, s.head, offset.c_str(),
+                  cell(s.offset_share).c_str(), s.role_label.c_str());
     out << line;
   }
   if (scores.empty() || scores.front().roles.empty()) return out.str();
@@ -611,20 +619,20 @@ std::string format_head_scores(const std::vector<HeadScores>& scores, const std:
   const std::string picked = validated ? "(the offset chosen on the validation rows, its share here)"
                                        : "(the offset chosen on these rows)";
   role_table(out, scores,
-             "role scores at the scored tokens (a masked model's masked tokens): the share whose largest weight falls on "
-             "their partner",
+             "role scores: the share of tokens having the relation whose largest weight falls on their partner, over "
+             "every token (scored or not)",
+             [](const HeadScores& s, std::size_t r) { return s.roles[r].second; },
+             {{"offset", best, "(the best fixed offset)"}, {"tokens", all_counts, "(having the relation)"}});
+  role_table(out, scores, "role scores at the scored tokens (a masked model's masked tokens: where its loss asks for the partner)",
              [](const HeadScores& s, std::size_t r) { return at(s.roles_scored, r); },
              {{"offset", chosen, picked}, {"tokens", counts, "(scored, having the relation)"}});
-  role_table(out, scores, "role scores where that offset misses the partner (position gives the wrong answer)",
+  role_table(out, scores, "role scores at the scored tokens where that offset misses the partner (position gives the wrong answer)",
              [](const HeadScores& s, std::size_t r) { return at(s.roles_off_offset, r); },
              {{"offset", zero, "(0 by construction)"}, {"tokens", off_counts, "(scored, partner not at the offset)"}});
   if (validated)
     role_table(out, scores, "role scores at the scored tokens of the validation rows (for choosing a head)",
                [](const HeadScores& s, std::size_t r) { return at(s.roles_validation, r); },
                {{"offset", validation, "(the chosen offset there)"}});
-  role_table(out, scores, "role scores over every token (scored or not)",
-             [](const HeadScores& s, std::size_t r) { return s.roles[r].second; },
-             {{"offset", best, "(the best fixed offset of these rows)"}, {"tokens", all_counts, "(having the relation)"}});
   return out.str();
 }
 

@@ -244,7 +244,7 @@ TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads,
   // The table and the CSV carry the role columns and the baseline row.
   const std::string table = interp::format_head_scores(s, base), csv = interp::head_scores_csv(s, base);
   CHECK(table.find("verb->object") != std::string::npos);
-  CHECK(table.find("(the best fixed offset of these rows)") != std::string::npos);
+  CHECK(table.find("(the best fixed offset)") != std::string::npos);
   CHECK(csv.find(",verb->subject,verb->object,") != std::string::npos);
   CHECK(csv.find("\nbaseline,") != std::string::npos);
   // A task without relations has no role columns.
