@@ -44,8 +44,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from experiments import plateau  # noqa: E402
+from experiments import provenance  # noqa: E402
 from experiments import stats  # noqa: E402
-import machine  # noqa: E402
 
 WHO, WHAT = "verb->subject", "verb->object"
 TESTED = [WHO, WHAT]
@@ -86,27 +86,6 @@ def setting_of(sweep_dir):
     if not m:
         fail(f"{sweep_dir}: not a roles_v2 sweep directory (<arm>_L<layers>/main/h<h>)")
     return m.group(1), int(m.group(2))
-
-
-def git_commit():
-    try:
-        root = Path(__file__).resolve().parents[2]
-        h = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src", "include", "tools/experiments"],
-                               capture_output=True, text=True).stdout.strip()
-        return h + ("-dirty" if dirty else "")
-    except OSError:
-        return "unknown"
-
-
-def machine_columns(binary):
-    """cpu (vendor, family, model and name as `qkv info` gives them), isa, blas."""
-    info = subprocess.run([binary, "info"], capture_output=True, text=True).stdout
-    cpu = re.search(r"^CPU: ([^;\n]+)", info, re.M)
-    blas = re.search(r"kernel (\S+)", info)
-    _, flags = machine.cpu_info()
-    return {"cpu": cpu.group(1).strip() if cpu else machine.cpu_info()[0], "isa": machine.isa(flags),
-            "blas": blas.group(1) if blas else "unknown"}
 
 
 def attribution(ckpt, heads):
@@ -265,9 +244,9 @@ def cmd_analyse(a):
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     done = {r["run"] + "@" + r["arm"] + r["layers"] for r in read_csv(out / "runs.csv")} if (out / "runs.csv").exists() else set()
-    hw = machine_columns(a.qkv)
-    train = re.search(r"qkv-([0-9a-f]{7,40})$", str(a.train_qkv or ""))
-    commits = {"train_commit": train.group(1) if train else "unknown", "analysis_commit": git_commit()}
+    hw = provenance.machine_columns(a.qkv)
+    commits = {"train_commit": provenance.binary_commit(a.train_qkv) if a.train_qkv else "unknown",
+               "analysis_commit": provenance.git_commit()}
     jobs = []
     for d in a.sweeps:
         arm, layers = setting_of(d)

@@ -212,6 +212,7 @@ scale_dv() {
   for arm in scaled unscaled; do
     mapfile -t dirs < <(pilot_then_main scale_dv/$arm 100 20 model.head_dim dk)
     chosen_lrs scale_dv/$arm model.head_dim "$o/lr_$arm.txt"
+    pilot_csv scale_dv/$arm "$o/pilot_$arm.csv"
     if [ ${#dirs[@]} -gt 0 ]; then
       score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
     elif [ -f "$o/$arm.csv" ]; then
@@ -417,6 +418,18 @@ chosen_lrs() {
   $py $S/roles.py select --key $key $(pilot_dirs $name) > "$out.new"
   mv "$out.new" "$out"
 }
+# pilot_csv NAME OUT: every run of NAME's pilot and its extensions (their results.csv rows) into OUT,
+# the pilot CSV committed beside the lr file (lr_grid.py chooses again from it); without the
+# pilot's sweeps (--report-only on a checkout) the committed OUT is kept.
+pilot_csv() {
+  local name=$1 out=$2 first=1 d
+  [ -d "$runs/$name/pilot" ] || return 0
+  for d in $(pilot_dirs $name); do
+    [ -f "$d/results.csv" ] || continue
+    if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
+  done > "$out.new"
+  mv "$out.new" "$out"
+}
 # has_sweeps NAME DIR...: whether there are sweeps to report from; without them (--report-only on a
 # checkout) NAME's results.md is kept, and a message says so.
 has_sweeps() {
@@ -497,10 +510,7 @@ roles() {
   local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
   chosen_lrs roles model.heads "$o/lr.txt"
   has_sweeps roles "${dirs[@]}" || return 0
-  local first=1 d
-  for d in $(pilot_dirs roles); do  # the pilot's runs, its extensions included
-    if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
-  done > "$o/pilot.csv"
+  pilot_csv roles "$o/pilot.csv"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
 }
@@ -510,19 +520,14 @@ roles() {
 # positions, mean ablations over mask draws and the tests (roles_v2.py, with --analysis-qkv).
 roles_v2() {
   local o; o=$(out_dir roles_v2); mkdir -p "$o"
-  local sub part dirs=() pilots=() d first
+  local sub part dirs=() pilots=()
   for sub in width_L2 headsize_L2 width_L4 headsize_L4; do
     mkdir -p "$o/$sub"
     mapfile -t part < <(pilot_then_main roles_v2/$sub 200 20)
     chosen_lrs roles_v2/$sub model.heads "$o/$sub/lr.txt"
+    pilot_csv roles_v2/$sub "$o/$sub/pilot.csv"
     dirs+=("${part[@]}")
-    [ -d "$runs/roles_v2/$sub/pilot" ] || continue
-    first=1
-    for d in $(pilot_dirs roles_v2/$sub); do  # the pilot's runs, its extensions included
-      [ -f "$d/results.csv" ] || continue
-      if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
-    done > "$o/$sub/pilot.csv"
-    pilots+=($(pilot_dirs roles_v2/$sub))
+    [ -d "$runs/roles_v2/$sub/pilot" ] && pilots+=($(pilot_dirs roles_v2/$sub))
   done
   has_sweeps roles_v2 "${dirs[@]}" || return 0
   $py $S/plateau.py curves "${pilots[@]}" "${dirs[@]}" --out "$o/curves.csv.gz"
@@ -537,6 +542,7 @@ lm_experiment() {
   local o; o=$(out_dir $name); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main $name 200 20 $key $pre)
   chosen_lrs $name $key "$o/lr.txt"
+  pilot_csv $name "$o/pilot.csv"
   has_sweeps $name "${dirs[@]}" || return 0
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns $key --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key $key "$@" > "$o/results.md"
