@@ -48,7 +48,8 @@ PILOTED = [
     ("scale_dv", [("pilot_scaled.csv", "lr_scaled.txt"), ("pilot_unscaled.csv", "lr_unscaled.txt")], "model.head_dim"),
     ("lm_heads_zh", [("pilot.csv", "lr.txt")], "model.heads"),
     ("lm_dk_zh", [("pilot.csv", "lr.txt")], "model.head_dim"),
-]
+] + [(f"scale_init/{arm}_dk{dk}", [("pilot.csv", "lr.txt")], "model.head_dim")
+     for arm in ("scaled", "unscaled") for dk in (16, 64, 256, 1024)]
 ONE_LR = ["retrieval", "grokking", "scale_exact", "induction_ablation"]
 
 

@@ -5,7 +5,7 @@
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
-#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh, roles_v2 (default: all of them).
+#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh, roles_v2, scale_init (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
 # --analysis-qkv PATH: the qkv binary the analyses run (roles_v2: its head scores; default build/qkv),
 #   where training runs --qkv (an experiment's frozen binary: one code version for every run).
@@ -41,12 +41,12 @@ while [ $# -gt 0 ]; do
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh|roles_v2) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh|roles_v2|scale_init) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh roles_v2)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh roles_v2 scale_init)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
 [ -x "$analysis_qkv" ] && analysis_qkv=$(realpath "$analysis_qkv")
@@ -244,6 +244,53 @@ scale_dv() {
         --metric 'test_token_acc:success>=0.99' --metric 'test_token_acc:success>=0.95' \
         --xlabel "d_k, d_v = 64 fixed (log scale)" --out "$o/solved.png" \
         --title "Recall solved against d_k with d_v fixed, per arm (lr chosen per arm and d_k on tuning seeds)"
+  } > "$o/results.md"
+}
+
+# The 1/sqrt(d_k) scale with its premise met (experiments/scale_init/README.md): scale_dv/'s design
+# with W_q, W_k at variance 1/C and 3000 steps; an lr pilot per arm and d_k, scored at the last step.
+scale_init() {
+  local o; o=$(out_dir scale_init); mkdir -p "$o"
+  local arm dk sub part dirs R=($py $S/report.py)
+  for arm in scaled unscaled; do
+    dirs=()
+    for dk in 16 64 256 1024; do
+      sub=scale_init/${arm}_dk$dk
+      mkdir -p "$o/${arm}_dk$dk"
+      mapfile -t part < <(pilot_then_main $sub 100 20 model.head_dim dk)
+      chosen_lrs $sub model.head_dim "$o/${arm}_dk$dk/lr.txt"
+      pilot_csv $sub "$o/${arm}_dk$dk/pilot.csv"
+      dirs+=("${part[@]}")
+    done
+    if [ ${#dirs[@]} -gt 0 ]; then
+      score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
+    elif [ ! -f "$o/$arm.csv" ]; then
+      echo "run.sh: neither sweeps of scale_init/$arm nor $o/$arm.csv: nothing to report" >&2; return 0
+    fi
+  done
+  local arms=("$o/scaled.csv" "$o/unscaled.csv")
+  {
+    "${R[@]}" table "${arms[@]}" --group arm,model.head_dim --metric 'test_token_acc:success>=0.99' --compare arm=scaled \
+        --title "T1: scaled against unscaled at each d_k, W_q and W_k at variance 1/C, d_v = 64: recall, one head, 3000 steps, last checkpoint, test split; the stated family of 4 Fisher tests"
+    echo
+    "${R[@]}" table "${arms[@]}" --group arm,model.head_dim --metric 'test_token_acc:success>=0.95' \
+        --metric test_token_acc:median --metric attn_qk_var:median --metric attn_entropy:median \
+        --title "The same runs: solved at test >= 0.95, test token accuracy, Var(q . k) and attention entropy at the end (not tested)"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=unscaled --x model.head_dim --metric test_token_acc \
+        --alternative less --stated before --title "T2: the unscaled model's test token accuracy falls as d_k grows"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=scaled --x model.head_dim --metric test_token_acc \
+        --alternative two-sided --stated before --title "T3: the scaled model's test token accuracy against d_k"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=unscaled --x model.head_dim --metric attn_qk_var \
+        --alternative greater --stated before --title "T4: Var(q . k) at the end of training grows with d_k, unscaled"
+    echo
+    "${R[@]}" plot-rate "${arms[@]}" --x model.head_dim --series arm --logx \
+        --label arm=scaled:"scaled (1/sqrt(d_k))" --label arm=unscaled:"unscaled" \
+        --metric 'test_token_acc:success>=0.99' --metric 'test_token_acc:success>=0.95' \
+        --xlabel "d_k, d_v = 64, W_q and W_k at variance 1/C (log scale)" --out "$o/solved.png" \
+        --title "Recall solved against d_k with the footnote's premise met, per arm (lr chosen per arm and d_k on tuning seeds)"
   } > "$o/results.md"
 }
 
