@@ -9,8 +9,8 @@ scored on its masked characters).
 RUNS.csv is score.py's (--checkpoint last.h5 --columns KEY): test bits per char of every
 run at the end of its budget (a masked model's: its masked loss in nats / ln 2, bits per masked
 character). SWEEP_DIRs hold the runs' metrics.csv, for the plateau check (plateau.py: over the last
-quarter of the schedule's stable phase the validation loss gains less than 1% and never rises more
-than 0.5% above its best; the cool-down's gain apart. The first reports of lm_heads and lm_dk used
+quarter of the schedule's stable phase the validation loss gains less than 1% and ends at most
+0.5% above its best so far; the cool-down's gain apart. The first reports of lm_heads and lm_dk used
 "less than 2% gain over the last quarter of the budget", which counted a rising loss as a plateau
 and the cosine cool-down as progress). Prints the table and the tests stated in the README before
 the runs; writes DIR/bits.png.

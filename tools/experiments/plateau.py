@@ -22,8 +22,8 @@ With v(s) the validation loss at evaluation s, and the window the last quarter o
 
 A run is **on its plateau** when gain < GAIN (1%) and rise <= RISE (0.5%) and final <= RISE: it
 no longer improves at its lr, and its validation loss is not rising (a rising loss is not a
-plateau: it is reported as "rising"). Otherwise "improving". The verdict needs at least three
-evaluations in the stable phase ("too short" otherwise).
+plateau: it is reported as "rising"). Otherwise "improving". The verdict needs the stable phase
+over ("unfinished" otherwise) and at least three evaluations in it ("too short" otherwise).
 """
 import argparse
 import csv
@@ -70,6 +70,9 @@ def verdict(points, name, w, d):
     """{'verdict', 'gain', 'rise', 'cooldown', 'final', 'separated'} for an evaluation curve."""
     out = {"gain": math.nan, "rise": math.nan, "cooldown": math.nan, "final": math.nan, "separated": name != "cosine"}
     stable = [p for p in points if w <= p[0] <= d]
+    if not points or points[-1][0] < d:
+        out["verdict"] = "unfinished"  # the stable phase is not over yet
+        return out
     if len(stable) < 3:
         out["verdict"] = "too short"
         return out
