@@ -87,13 +87,7 @@ def _parse_config_yaml(text):
 _TRANSFORMER_LENS_NAMES = [
     (r"hook_embed", "tok_emb", None),
     (r"hook_pos_embed", "pos", "the token embeddings plus positions"),
-    (r"blocks\.(\d+)\.hook_resid_post", "blocks.{L}", None),
-    (r"blocks\.(\d+)\.hook_resid_pre", "blocks.{L-1}", "the output of the block before"),
-    (r"blocks\.(\d+)\.hook_resid_mid", None, "qkv records no residual stream between attention and feed-forward"),
     (r"blocks\.(\d+)\.hook_attn_out", "blocks.{L}.attn.hook_result", None),
-    (r"blocks\.(\d+)\.hook_mlp_out", "blocks.{L}.ff", None),
-    (r"blocks\.(\d+)\.attn\.hook_attn_scores", None, "qkv records the weights (hook_pattern), not the scores "
-                                                       "before softmax; qkv.explain gives one query's scores"),
 ]
 
 
@@ -103,13 +97,8 @@ def _transformer_lens_hint(name, known):
         m = re.fullmatch(pattern, name)
         if not m:
             continue
-        if ours is None:
-            return f"{name!r} is TransformerLens's name: {note}"
         if m.groups():
-            layer = int(m.group(1))
-            if ours == "blocks.{L-1}" and layer == 0:
-                ours, note = "pos", "the embeddings the first block reads"
-            ours = ours.replace("{L}", str(layer)).replace("{L-1}", str(layer - 1))
+            ours = ours.replace("{L}", m.group(1))
         if ours in known:
             return f"{name!r} is TransformerLens's name; qkv's is {ours!r}" + (f" ({note})" if note else "")
     return None

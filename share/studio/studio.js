@@ -1,37 +1,50 @@
-// qkv studio (share/studio/studio.js): the page of `qkv serve` (docs/studio.md). It talks to the
-// server's JSON API only (/api/...), on the same origin; nothing is fetched from anywhere else.
-// window.qkvStudio is the page's test harness (tests/studio/browser_test.py).
-'use strict';
+// qkv studio (share/studio/studio.js): the page of `qkv serve` (docs/studio.md), and of the pages
+// `qkv view` saves (docs/viewer.md): there the studio's answers are embedded in the page
+// (the script element qkv-data) and read instead of asked of a server. Served, it talks to the server's
+// JSON API only (/api/...), on the same origin; saved, it fetches nothing at all.
+// window.qkvStudio is the page's test harness (tests/studio/browser_test.py, tests/viewer/).
 
-(function () {
 // ---------------------------------------------------------------- errors first
-const H = window.qkvStudio = { ready: false, errors: [] };
-function reportError(msg) {
-  H.errors.push(msg);
-  const b = document.getElementById('banner');
-  if (b) {
+// Every error goes into qkvStudio.errors and into a visible banner. qkv view writes this part as a
+// script element of its own, so that these handlers also see a syntax error in the rest.
+(function () {
+  'use strict';
+  const H = window.qkvStudio = { ready: false, errors: [] };
+  const early = [];
+  function banner(msg) {
+    const b = document.getElementById('banner');
+    if (!b) { early.push(msg); return; }
     b.hidden = false;
     const line = document.createElement('div');
     line.textContent = 'Studio error: ' + msg;
     b.appendChild(line);
   }
-}
-window.addEventListener('error', (e) => reportError(String(e.message) +
-  (e.filename ? ' (' + String(e.filename).split('/').pop() + ':' + e.lineno + ')' : '')));
-window.addEventListener('unhandledrejection', (e) => {
-  const r = e.reason;
-  reportError('unhandled rejection: ' + (r && r.message ? r.message : String(r)));
-});
+  H.reportError = (msg) => { H.errors.push(msg); banner(msg); };
+  window.addEventListener('error', (e) => H.reportError(String(e.message) +
+    (e.filename ? ' (' + String(e.filename).split('/').pop() + ':' + e.lineno + ')' : '')));
+  window.addEventListener('unhandledrejection', (e) => {
+    const r = e.reason;
+    H.reportError('unhandled rejection: ' + (r && r.message ? r.message : String(r)));
+  });
+  document.addEventListener('DOMContentLoaded', () => early.splice(0).forEach(banner));
+})();
+
+// ==== qkv view: the page's script starts here
+(function () {
+'use strict';
+const H = window.qkvStudio;
 
 // ---------------------------------------------------------------- words, in both languages
 // The Chinese is written for Chinese readers, not translated word for word; quotes are “”.
 const WORDS = {
   en: {
     model: 'Model', tab_look: 'Look inside', tab_patch: 'Patch heads', tab_train: 'Training, live',
+    tab_train_saved: 'Training',
     input_label: 'Type a sentence', input_label_ids: 'Type token ids', or_example: 'or a held-out example',
-    answer_title: "The model's answer", grid_title: 'Every head, on this input',
+    input_label_saved: 'The input', answer_title: "The model's answer", grid_title: 'Every head, on this input',
     ablate_mode: 'Removed heads output', mode_zero: 'zero', mode_mean: 'their mean', restore_all: 'Restore all',
-    grid_hint: "Each square: a head's attention weights (rows: queries, columns: keys). Click a square to follow one query through it; the switch under it removes the head.",
+    grid_hint: "Each square: a head's attention weights (rows: queries, columns: keys), with its label under it. Click a square to open the head; the switch under it removes the head.",
+    grid_hint_saved: "Each square: a head's attention weights (rows: queries, columns: keys), with its label under it. Click a square to open the head.",
     steps_title: 'One query, step by step', query_pick: 'Click a token to make it the query:',
     patch_title: 'Activation patching: which heads carry the answer?',
     patch_intro: "Run the model on a clean input and on a corrupted one of the same length. Then, one head at a time, put the head's output from the clean run into the corrupted run, and see how much of the answer comes back: the share of the logit difference logit(answer) − logit(wrong) that the head restores, (patched − corrupted) / (clean − corrupted).",
@@ -46,11 +59,17 @@ const WORDS = {
     hint_ids: 'Token ids separated by spaces, each in [0, {v}).',
     ids_bad: 'Token ids are whole numbers separated by spaces; found “{x}”.',
     example_note: 'Held-out example {n}; type to replace it with your own input.',
+    example_note_saved: 'Held-out example {n}.',
+    empty_input: 'Nothing to look at yet: type a sentence, and every head is drawn on it.',
+    empty_ids: 'Nothing to look at yet: type token ids, and every head is drawn on them.',
+    err_input: 'The model cannot read this input. The server says: {e}',
+    err_server: 'The server answered with an error ({s}): {e}',
     fills_at: '[MASK] at position {p}, the model fills:', next_title: 'The next token, after the input:',
     labels_title: 'The output at every position (green: right, red: wrong):',
     no_mask: 'No [MASK] in the input: type [MASK], or click a token to hide it, and the model fills it.',
     most_likely: 'Most likely: ',
     reads_back: 'What it predicts at every position, reading the whole input:',
+    unsure: 'The model is unsure here: its most likely fill, “{t}”, has p = {p}, below {min}. This sentence may be beyond what it learned: read the fills, and the weights behind them, with care.',
     loss_line: 'loss <b>{loss}</b> over {n} scored position{s}, accuracy <b>{acc}</b>',
     loss_intact: ' (all heads: loss {loss}, accuracy {acc})',
     loss_none: 'No loss on this input: no position has a known answer.',
@@ -58,10 +77,29 @@ const WORDS = {
     heldout_intact: 'Held-out, the first {n} test examples: loss <b>{a}</b>, accuracy <b>{x}</b>. Remove heads to see what they are worth.',
     heldout_off: 'Held-out metrics are off: they need the model’s data, {why}.',
     heldout_wait: 'Held-out metrics: computing…',
+    labels_legend: 'Labels: what each head does over the first {n} held-out examples (as qkv heads computes them). A positional label (previous, next, first token, itself, a fixed offset) says the head looks at a place; a role label (such as verb->object) says it finds a word by its role, better than the best fixed offset. No label: no score passed its threshold.',
+    labels_off: 'No head labels: they need the model’s held-out data, {why}.',
+    labels_wait: 'Head labels: computing…',
     sw_on: 'on', sw_off: 'removed', head: 'head', layer: 'layer',
     step_where: 'head {l}.{h}, the query at position {i}, “{t}”',
-    intro_textbook: 'The textbook example: in 猫喜欢追逐老鼠 (“the cat likes to chase mice”), the query of 追 (“chase”) asks who chases, and what. Of this model’s heads, {h} answers most: it puts {p}% of 追’s weight on 猫, 老 and 鼠. Follow it — scores → softmax → weighted sum — with the model’s own numbers; click another head or token to follow those.',
-    intro: 'Pick a head (a square on the left) and a query token: below is how the head computes that query’s output, with the model’s own numbers.',
+    intro_textbook: 'The textbook example: in 猫喜欢追逐老鼠 (“the cat likes to chase mice”), the query of 追 (“chase”) asks who chases, and what. Of this model’s heads, {h} puts the most of 追’s weight on 猫, 老 and 鼠: {shares}. Follow it below, with the model’s own numbers; click another head or token to follow those.',
+    share_on: '{p}% on {t}', list_sep: ', ',
+    intro: 'Pick a head (a square on the left) and a query token: below is where that query looks in every head, the head’s weights, and how the head computes the query’s output, with the model’s own numbers.',
+    intro_saved: 'Pick a head (a square on the left) and a query token (a row of the head’s weights): below is where that query looks in every head, and the head’s weights with the tokens on both axes.',
+    rows_title: 'Where does “{t}” (position {i}) look, in every head?',
+    rows_hint: 'A row per head (layer.head, with its label), a column per key token: the query’s weight on each key, in percent (hover for the exact number). Click a row to open that head.',
+    hm_title: 'Head {h} ({name}): every query’s weights',
+    hm_hint: 'Rows: queries, columns: keys. Hover a square for its weight; click a row (or press ↑ ↓) to make it the query, the marked row; ← → change the head.',
+    hm_cell: 'query {i} “{q}” → key {j} “{k}”: weight {w} ({p}%)',
+    hm_row: 'query {i} “{q}” looks most at: {top}',
+    scores_of: 'Scores over {n} held-out examples:',
+    saved_note: 'This page is the studio, saved by qkv view ({title}). It shows every head on this input, each head’s weights, scores and label, and the training snapshots; typing another input, removing heads, patching and the step-by-step view need the server: qkv serve CKPT.',
+    saved_no: 'This needs the server (qkv serve): this page is the studio, saved.',
+    heldout_saved: 'Held-out metrics need the server (qkv serve).',
+    newest: 'Newest checkpoint', newest_title: 'Reload this model from the run’s last.h5, the checkpoint written last (best.h5 may be older)',
+    newest_busy: 'loading the run’s last.h5…', newest_done: 'Now showing {path}.', newest_fail: 'Could not load the newest checkpoint: {e}',
+    problems_title: 'This page cannot be shown',
+    problems_help: 'The page reads the data qkv view writes (format qkv-studio-page, version 1; docs/viewer.md).',
     s1: 'The query vector q', s1_text: 'q = W_q x + b_q, {d} numbers (blue: positive, orange: negative).',
     s2: 'Every key k_j, and the scores s_j = q · k_j',
     s2_text: 'Multiply q and k_j number by number and add up: a large score means the key offers what the query asks for.',
@@ -87,17 +125,19 @@ const WORDS = {
     step_n: 'step {s}', snap_of: 'snapshot {i} of {n}',
     run_wait: 'Waiting for the run’s first evaluation (metrics.csv)…',
     legend: 'blue: training loss · orange: held-out loss · x: step',
-    server_says: '', net_error: 'Cannot reach the studio’s server: {e}',
+    net_error: 'Cannot reach the studio’s server: {e}',
     foot: 'Last redraw {ms} ms after the keystroke (the server took {s} ms).',
     info: '{task}, {arch}, {l} attention layers × {h} heads, context {c}',
     removed_n: '{n} head{s} removed',
   },
   zh: {
     model: '模型', tab_look: '看注意力', tab_patch: '激活修补', tab_train: '看训练过程',
+    tab_train_saved: '训练过程',
     input_label: '输入一句话', input_label_ids: '输入词元编号', or_example: '或者选一个留出集的例子',
-    answer_title: '模型的回答', grid_title: '这句话上的每一个注意力头',
+    input_label_saved: '输入', answer_title: '模型的回答', grid_title: '这句话上的每一个注意力头',
     ablate_mode: '去掉的头输出', mode_zero: '零', mode_mean: '它的平均输出', restore_all: '全部恢复',
-    grid_hint: '每个方块是一个头的注意力权重：行是查询，列是键。点一下方块，就能跟着一个查询一步一步看这个头怎么算；方块下面的开关可以把这个头去掉。',
+    grid_hint: '每个方块是一个头的注意力权重：行是查询，列是键；方块下面写着这个头的标签。点一下方块就能打开这个头；方块下面的开关可以把这个头去掉。',
+    grid_hint_saved: '每个方块是一个头的注意力权重：行是查询，列是键；方块下面写着这个头的标签。点一下方块就能打开这个头。',
     steps_title: '一个查询，一步一步算', query_pick: '点一个词元，让它来当查询：',
     patch_title: '激活修补：答案是哪些头带过来的？',
     patch_intro: '先让模型分别读一个“干净”的输入和一个“损坏”的输入，两个一样长。然后每次只挑一个头，把它在干净输入上的输出，换进损坏输入的那次运行里，看答案能找回多少：用 logit(正确答案) − logit(错误答案) 这个差来衡量，找回的比例是 (修补后 − 损坏) / (干净 − 损坏)。',
@@ -112,11 +152,17 @@ const WORDS = {
     hint_ids: '用空格隔开的词元编号，每个都在 [0, {v}) 之间。',
     ids_bad: '词元编号应该是用空格隔开的整数，这里有“{x}”。',
     example_note: '这是留出集的第 {n} 个例子；直接输入就能换成你自己的。',
+    example_note_saved: '这是留出集的第 {n} 个例子。',
+    empty_input: '还没有可看的：输入一句话，每个头在这句话上的注意力就会画出来。',
+    empty_ids: '还没有可看的：输入词元编号，每个头在上面的注意力就会画出来。',
+    err_input: '模型读不了这个输入。服务器的原话（英文）：{e}',
+    err_server: '服务器出错了（{s}），原话（英文）：{e}',
     fills_at: '第 {p} 个位置的 [MASK]，模型会填：', next_title: '接下来的词元，模型猜：',
     labels_title: '每个位置的输出（绿色是对的，红色是错的）：',
     no_mask: '输入里没有 [MASK]：打一个 [MASK]，或者点一个字把它遮住，模型就会来填。',
     most_likely: '最可能是：',
     reads_back: '看着整句话，模型在每个位置上猜的字：',
+    unsure: '模型在这里没有把握：它最可能填的“{t}”，概率只有 {p}，低于 {min}。这句话可能超出了它学到的东西：看它填的字和背后的注意力权重时要小心。',
     loss_line: '损失 <b>{loss}</b>（按 {n} 个有答案的位置算），准确率 <b>{acc}</b>',
     loss_intact: '（所有头都在时：损失 {loss}，准确率 {acc}）',
     loss_none: '这个输入上没有损失可算：没有哪个位置的答案是已知的。',
@@ -124,10 +170,29 @@ const WORDS = {
     heldout_intact: '留出集前 {n} 个测试例子：损失 <b>{a}</b>，准确率 <b>{x}</b>。去掉几个头，看看它们值多少。',
     heldout_off: '留出集指标用不了：需要模型的数据，{why}。',
     heldout_wait: '留出集指标：正在算……',
+    labels_legend: '标签：每个头在留出集前 {n} 个例子上做的事（和 qkv heads 的算法一样）。位置标签（前一个、后一个、第一个词元、它自己、固定的距离）说明这个头看的是一个位置；角色标签（比如 verb->object，动词找宾语）说明它按词在句子里的角色找词，而且比最好的固定距离找得更准。没有标签：没有哪个分数过了它的门槛。',
+    labels_off: '没有头的标签：标签需要模型的留出集数据，{why}。',
+    labels_wait: '头的标签：正在算……',
     sw_on: '开着', sw_off: '已去掉', head: '头', layer: '层',
     step_where: '头 {l}.{h}，查询是位置 {i} 上的“{t}”',
-    intro_textbook: '课本上的例子：“猫喜欢追逐老鼠”里，“追”的查询在问：谁在追？追的是什么？这个模型的所有头里，{h} 回答得最明白：“追”的权重有 {p}% 落在“猫”“老”“鼠”上。下面就用模型自己的数字跟着它走一遍：打分 → softmax → 加权求和。点别的头或者别的字，就换成跟着它们走。',
-    intro: '在左边选一个头（一个方块），再选一个查询词元：下面就是这个头怎么算出这个查询的输出，用的都是模型自己的数字。',
+    intro_textbook: '课本上的例子：“猫喜欢追逐老鼠”里，“追”的查询在问：谁在追？追的是什么？这个模型的所有头里，{h} 把“追”的权重放在“猫”“老”“鼠”上最多：{shares}。下面就用模型自己的数字跟着它走一遍。点别的头或者别的字，就换成跟着它们走。',
+    share_on: '{p}% 落在“{t}”上', list_sep: '，',
+    intro: '在左边选一个头（一个方块），再选一个查询词元：下面是这个查询在每个头里看向哪里、这个头的全部权重，以及这个头怎么算出这个查询的输出，用的都是模型自己的数字。',
+    intro_saved: '在左边选一个头（一个方块），再选一个查询词元（这个头权重图里的一行）：下面是这个查询在每个头里看向哪里，以及这个头的全部权重，两条轴上都标着词元。',
+    rows_title: '“{t}”（位置 {i}）在每个头里看向哪里？',
+    rows_hint: '每个头一行（层.头，后面是它的标签），每个键词元一列：这个查询放在每个键上的权重，用百分数表示（鼠标停在上面可以看到精确的数）。点一行就打开那个头。',
+    hm_title: '头 {h}（{name}）：每个查询的权重',
+    hm_hint: '行是查询，列是键。鼠标停在一个小方格上可以看到它的权重；点一行（或者按 ↑ ↓）就让它当查询，也就是标出来的那一行；按 ← → 换一个头。',
+    hm_cell: '查询 {i}“{q}” → 键 {j}“{k}”：权重 {w}（{p}%）',
+    hm_row: '查询 {i}“{q}”看得最多的是：{top}',
+    scores_of: '在 {n} 个留出集例子上的分数：',
+    saved_note: '这个网页是用 qkv view 存下来的 studio（{title}）。它能看这句话上的每一个头、每个头的权重、分数和标签，还有训练过程的快照；要换一句话、去掉头、做激活修补或者一步一步地算，就需要服务器：qkv serve CKPT。',
+    saved_no: '这要用服务器（qkv serve）：这个网页是存下来的 studio。',
+    heldout_saved: '留出集指标要用服务器（qkv serve）才能算。',
+    newest: '最新的检查点', newest_title: '从这次训练的 last.h5 重新载入模型，这是最后写下的检查点（best.h5 可能更旧）',
+    newest_busy: '正在载入这次训练的 last.h5……', newest_done: '现在看的是 {path}。', newest_fail: '载入最新的检查点失败了：{e}',
+    problems_title: '这个网页显示不了',
+    problems_help: '这个网页读的是 qkv view 写的数据（格式 qkv-studio-page，第 1 版；见 docs/viewer.md）。',
     s1: '查询向量 q', s1_text: 'q = W_q x + b_q，一共 {d} 个数（蓝色是正数，橙色是负数）。',
     s2: '每个键向量 k_j，和打分 s_j = q · k_j',
     s2_text: '把 q 和 k_j 对应的数相乘，再全部加起来：分数越高，说明这个键越能提供查询要找的东西。',
@@ -153,7 +218,7 @@ const WORDS = {
     step_n: '第 {s} 步', snap_of: '第 {i} 个快照，共 {n} 个',
     run_wait: '正在等这次训练的第一次评估（metrics.csv）……',
     legend: '蓝色：训练损失 · 橙色：留出集损失 · 横轴：训练步数',
-    server_says: '服务器说：', net_error: '连不上 studio 的服务器：{e}',
+    net_error: '连不上 studio 的服务器：{e}',
     foot: '按键之后 {ms} 毫秒重画完（其中服务器用了 {s} 毫秒）。',
     info: '{task}，{arch}，{l} 层注意力 × {h} 个头，上下文 {c}',
     removed_n: '去掉了 {n} 个头',
@@ -162,14 +227,19 @@ const WORDS = {
 
 const S = {
   lang: 'en', tab: 'look', models: [], run: false, mi: 0, info: null,
+  saved: null,  // the embedded data of a page qkv view wrote (null: served by qkv serve)
   input: { mode: 'text', text: '', example: 0 }, masks: [], ablated: [], mode: 'zero',
-  sel: { layer: 0, head: 0, query: 0 }, textbook: false,
-  seq: 0, want: null, inflight: false, pending: false, drawnSeq: 0, result: null, inputError: '',
+  sel: { layer: 0, head: 0, query: 0 }, textbook: false, hover: null,
+  seq: 0, want: null, inflight: false, pending: false, drawnSeq: 0, result: null, inputError: '', empty: false,
   explain: null, explainSeq: 0, heldout: null, heldoutSeq: 0, heldoutNote: '',
+  heads: null, headsSeq: 0, headsNote: '', newest: '',
   timings: { latency: null, server: null, history: [] },
   patch: { seq: 0, result: null, error: '', sel: null },
-  runInfo: null, runVersion: null, snap: null, snapIndex: -1, snapSeq: 0, curves: null,
+  runInfo: null, runVersion: null, snap: null, snapIndex: -1, snapSeq: 0, curves: null, problems: [],
 };
+// Below this probability the model's most likely fill is shown with a warning that it is unsure
+// (docs/studio.md): on a vocabulary of thousands, a model that can do the sentence is rarely below it.
+const UNSURE = 0.1;
 
 const $ = (id) => document.getElementById(id);
 function el(tag, cls, text) {
@@ -184,14 +254,15 @@ function t(key, args) {
   if (args) for (const k of Object.keys(args)) s = s.split('{' + k + '}').join(String(args[k]));
   return s;
 }
-const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
 const fmt = (x, d = 4) => (x == null || !isFinite(x) ? '–' : Number(x).toFixed(d));
 const pct = (x) => (x == null || !isFinite(x) ? '–' : (100 * x).toFixed(2) + '%');
 const signed = (x, d = 4) => (x == null || !isFinite(x) ? '–' : (x >= 0 ? '+' : '−') + Math.abs(x).toFixed(d));
-function shown(tok) { return tok === ' ' ? '␣' : tok === '\n' ? '⏎' : tok === '\t' ? '⇥' : tok; }
+const clamp = (x, lo, hi) => Math.max(lo, Math.min(hi, x));
+function shown(tok) { return tok === ' ' ? '␣' : tok === '\n' ? '⏎' : tok === '\t' ? '⇥' : tok === '' ? '∅' : tok; }
 
-// ---------------------------------------------------------------- the server
+// ---------------------------------------------------------------- the server (or the saved answers)
 async function api(path, body) {
+  if (S.saved) return savedAnswer(path, body);
   const opts = body === undefined ? {} : {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
   const t0 = performance.now();
@@ -209,9 +280,28 @@ async function api(path, body) {
   if (!r.ok) return { ok: false, status: r.status, error: (data && data.error) || ('HTTP ' + r.status), phases };
   return { ok: true, status: r.status, data, phases };
 }
+// A saved page answers the requests the page makes about its one input from what qkv view
+// embedded (the same JSON the server gives); anything else needs the server.
+function savedAnswer(path, body) {
+  const D = S.saved, ok = (data) => ({ ok: true, status: 200, data, phases: {} });
+  const no = (why) => ({ ok: false, status: 0, error: why || t('saved_no') });
+  if (path === '/api/models') return ok(D.models);
+  if (path === '/api/analyze' && body && !body.ablate && JSON.stringify(body.input) === JSON.stringify(D.input))
+    return ok(Object.assign({ explain: null, ms: 0 }, D.analysis));
+  if (path === '/api/heads') return D.heads ? ok(D.heads) : no(D.heads_note);
+  if (path === '/api/run') return ok(S.runInfo);
+  const m = /^\/api\/snapshot\?step=(\d+)&example=0$/.exec(path);
+  if (m && D.snapshots && +m[1] < D.snapshots.length) return ok(D.snapshots[+m[1]]);
+  return no();
+}
+// An error from the server, in the page's language (the server's own message is English).
+function serverError(r) {
+  if (r.status === 0) return r.error;
+  return t(r.status === 400 ? 'err_input' : 'err_server', { s: r.status, e: r.error });
+}
 
 // ---------------------------------------------------------------- colours and drawing
-// viridis at 0, 0.1, ..., 1 (matplotlib), as the viewer draws weights.
+// viridis at 0, 0.1, ..., 1 (matplotlib).
 const VIRIDIS = [[68, 1, 84], [72, 36, 117], [65, 68, 135], [53, 95, 141], [42, 120, 142], [33, 145, 140],
   [34, 168, 132], [68, 191, 112], [122, 209, 81], [189, 223, 38], [253, 231, 37]];
 const LUT = (() => {
@@ -223,42 +313,43 @@ const LUT = (() => {
   }
   return lut;
 })();
-const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
-function floats(b64) {  // base64 of little-endian float32 -> Float32Array
-  const bin = atob(b64), n = bin.length;
-  const bytes = new Uint8Array(n);
-  for (let i = 0; i < n; i++) bytes[i] = bin.charCodeAt(i);
-  if (LITTLE) return new Float32Array(bytes.buffer);
-  const dv = new DataView(bytes.buffer), out = new Float32Array(n / 4);
-  for (let i = 0; i < out.length; i++) out[i] = dv.getFloat32(4 * i, true);
-  return out;
+const lutByte = (w) => Math.max(0, Math.min(255, Math.round(255 * w)));
+function cssColour(w) {  // the viridis colour of a weight, for the table cells
+  const c = LUT[lutByte(w)];
+  return `rgb(${c & 255},${(c >>> 8) & 255},${(c >>> 16) & 255})`;
 }
-function bytes(b64) {  // base64 of round(255 w) -> Uint8Array
+const LITTLE = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+function bytes(b64) {  // base64 -> Uint8Array
   const bin = atob(b64), n = bin.length, out = new Uint8Array(n);
   for (let i = 0; i < n; i++) out[i] = bin.charCodeAt(i);
   return out;
 }
-// A layer's weights of head h as numbers in [0, 1] (uint8 rows are divided by 255).
-function headWeights(layer, h) {
-  if (layer.encoding !== 'uint8') return floats(layer.weights[h]);
-  const b = bytes(layer.weights[h]), w = new Float32Array(b.length);
-  for (let i = 0; i < b.length; i++) w[i] = b[i] / 255;
-  return w;
+function floats(b64) {  // base64 of little-endian float32 -> Float32Array
+  const b = bytes(b64);
+  if (LITTLE) return new Float32Array(b.buffer);
+  const dv = new DataView(b.buffer), out = new Float32Array(b.length / 4);
+  for (let i = 0; i < out.length; i++) out[i] = dv.getFloat32(4 * i, true);
+  return out;
 }
-function paintBytes(canvas, b, rows, cols) {  // bytes round(255 w) (rows x cols) onto a canvas of that size
-  if (canvas.width !== cols) canvas.width = cols;
-  if (canvas.height !== rows) canvas.height = rows;
-  const ctx = canvas.getContext('2d');
-  const img = ctx.createImageData(cols, rows), px = new Uint32Array(img.data.buffer);
-  for (let i = 0; i < rows * cols; i++) px[i] = LUT[b[i]];
-  ctx.putImageData(img, 0, 0);
+// A layer's weights of head h as numbers in [0, 1] (uint8 rows are divided by 255), decoded once.
+function headWeights(layer, h) {
+  if (!layer.decoded) layer.decoded = [];
+  if (!layer.decoded[h]) {
+    if (layer.encoding !== 'uint8') layer.decoded[h] = floats(layer.weights[h]);
+    else {
+      const b = bytes(layer.weights[h]), w = new Float32Array(b.length);
+      for (let i = 0; i < b.length; i++) w[i] = b[i] / 255;
+      layer.decoded[h] = w;
+    }
+  }
+  return layer.decoded[h];
 }
 function paint(canvas, w, rows, cols) {  // weights (rows x cols) in [0, 1] onto a canvas of that size
   if (canvas.width !== cols) canvas.width = cols;
   if (canvas.height !== rows) canvas.height = rows;
   const ctx = canvas.getContext('2d');
   const img = ctx.createImageData(cols, rows), px = new Uint32Array(img.data.buffer);
-  for (let i = 0; i < rows * cols; i++) px[i] = LUT[Math.max(0, Math.min(255, Math.round(255 * w[i])))];
+  for (let i = 0; i < rows * cols; i++) px[i] = LUT[lutByte(w[i])];
   ctx.putImageData(img, 0, 0);
 }
 // A bar for each value (blue positive, orange negative), on a canvas of CSS size w x h; `later`
@@ -302,9 +393,14 @@ function drawLater(jobs, token) {
 function applyLang(lang) {
   S.lang = lang === 'zh' ? 'zh' : 'en';
   document.documentElement.lang = S.lang === 'zh' ? 'zh-CN' : 'en';
-  try { localStorage.setItem('qkv-studio-lang', S.lang); } catch (e) { /* private mode */ }
+  try { localStorage.setItem('qkv-studio-lang', S.lang); } catch (e) { /* private mode, or a saved page */ }
   for (const b of document.querySelectorAll('#langs button')) b.setAttribute('aria-pressed', String(b.dataset.lang === S.lang));
   for (const e of document.querySelectorAll('[data-i18n]')) e.textContent = t(e.dataset.i18n);
+  if (S.saved) {
+    $('tab-train').textContent = t('tab_train_saved');
+    $('grid-hint').textContent = t('grid_hint_saved');
+    $('saved-note').textContent = t('saved_note', { title: S.saved.title || '' });
+  }
   renderAll();
 }
 function applyTab(tab) {
@@ -319,20 +415,31 @@ function applyTab(tab) {
 function renderAll() {
   renderInfo();
   renderInputChrome();
-  if (S.result) { renderTokens(); renderGrid(); renderAnswer(); }
+  renderLook();
   renderHeldout();
   renderSteps();
   renderPatch();
   renderTrain();
+  renderNewest();
   renderFoot();
+}
+// Everything the look-inside view draws from the analysis (and the head labels).
+function renderLook() {
+  renderTokens();
+  renderGrid();
+  renderLabelsNote();
+  renderAnswer();
+  renderIntro();
+  renderRows();
+  renderHeadMap();
 }
 
 // ---------------------------------------------------------------- models
 async function loadModels() {
   const r = await api('/api/models');
-  if (!r.ok) { showInputError(r.error); H.ready = true; return; }
+  if (!r.ok) { showInputError(serverError(r)); H.ready = true; return; }
   S.models = r.data.models;
-  S.run = r.data.run;
+  S.run = S.saved ? !!S.saved.snapshots : r.data.run;
   const sel = $('model');
   sel.textContent = '';
   S.models.forEach((m, i) => {  // the run's folder and the file name; the whole path on hover
@@ -342,17 +449,17 @@ async function loadModels() {
   });
   sel.disabled = S.models.length < 2;
   chooseModel(0);
-  if (S.run) pollRun();
+  if (S.run) await pollRun();
 }
 function chooseModel(i) {
   S.mi = i;
   S.info = S.models[i];
   $('model').value = String(i);
-  const info = S.info, sug = info.suggestion || {};
+  const info = S.info, sug = S.saved ? savedSuggestion() : info.suggestion || {};
   S.masks = [], S.ablated = [], S.explain = null, S.result = null, S.heldout = null, S.textbookHead = null;
-  S.patch.result = null, S.patch.error = '', S.patch.sel = null;
+  S.patch.result = null, S.patch.error = '', S.patch.sel = null, S.heads = null, S.newest = '';
   if (sug.text != null) {
-    S.input = { mode: 'text', text: sug.text, example: 0 };
+    S.input = { mode: info.text ? 'text' : 'ids', text: sug.text, example: 0 };
     S.textbook = sug.text === '猫喜欢追逐老鼠';
   } else if (sug.example != null) {
     S.input = { mode: 'example', text: '', example: sug.example };
@@ -371,15 +478,56 @@ function chooseModel(i) {
   $('example').max = String(Math.max(0, info.examples - 1));
   renderInfo();
   renderInputChrome();
+  renderNewest();
   analyze(performance.now());
+  S.headsDone = heads();
   heldout();
   if (S.tab === 'patch') runPatch();
+}
+// What a saved page shows first: its one input (the textbook's query when it is the textbook's).
+function savedSuggestion() {
+  const D = S.saved, sug = D.models.models[0].suggestion || {};
+  const query = sug.text != null && D.input.text === sug.text ? sug.query : 0;
+  if (D.input.example != null) return { example: D.input.example, query };
+  return { text: D.input.text != null ? D.input.text : (D.input.ids || []).join(' '), query };
 }
 function renderInfo() {
   const info = S.info;
   if (!info) return;
   const heads = info.layers.length ? info.layers[0].heads : 0;
-  $('model-info').textContent = t('info', { task: info.task, arch: info.arch, l: info.layers.length, h: heads, c: info.context });
+  $('model-info').textContent = $('model-info').title =
+    t('info', { task: info.task, arch: info.arch, l: info.layers.length, h: heads, c: info.context });
+}
+
+// ---------------------------------------------------------------- the run's newest checkpoint
+async function loadNewest() {
+  S.newest = t('newest_busy');
+  renderNewest();
+  $('newest').disabled = true;
+  const r = await api('/api/reload', { model: S.mi, latest: true });
+  $('newest').disabled = false;
+  if (!r.ok) { S.newest = t('newest_fail', { e: serverError(r) }); renderNewest(); return; }
+  const m = await api('/api/models');
+  if (m.ok) {
+    S.models = m.data.models;
+    S.info = S.models[S.mi];
+    const o = $('model').options[S.mi];
+    o.textContent = S.info.path.split('/').slice(-2).join('/') + ' (' + S.info.task + ')';
+    o.title = S.info.path;
+  }
+  S.newest = t('newest_done', { path: r.data.reloaded });
+  S.newestPath = r.data.reloaded;
+  S.patch.result = null, S.patch.error = '';
+  renderNewest();
+  renderInfo();
+  analyze(performance.now());
+  heads();
+  heldout();
+}
+function renderNewest() {
+  $('newest-box').hidden = !S.run || !!S.saved;
+  $('newest').title = t('newest_title');
+  $('newest-note').textContent = S.newest;
 }
 
 // ---------------------------------------------------------------- the input
@@ -387,25 +535,28 @@ function idsMode() { return S.info && !S.info.text; }
 function renderInputChrome() {
   const info = S.info;
   if (!info) return;
-  $('input-label').textContent = t(idsMode() ? 'input_label_ids' : 'input_label');
-  $('example-box').hidden = !info.with_data;
+  $('input-label').textContent = t(S.saved ? 'input_label_saved' : idsMode() ? 'input_label_ids' : 'input_label');
+  $('example-box').hidden = !info.with_data || !!S.saved;
   let hint = '';
-  if (idsMode()) hint = t('hint_ids', { v: info.input_vocab });
+  if (idsMode() && !S.saved) hint = t('hint_ids', { v: info.input_vocab });
   $('input-hint').textContent = hint;
-  $('tokens-hint').textContent = info.mask_text ? t('hint_mask')
+  $('tokens-hint').textContent = info.mask_text && !S.saved ? t('hint_mask')
     : info.objective === 'causal' ? t('hint_decoder') : info.arch === 'encoder' ? t('hint_encoder') : '';
-  const note = S.input.mode === 'example' ? t('example_note', { n: S.input.example })
+  const note = S.input.mode === 'example' ? t(S.saved ? 'example_note_saved' : 'example_note', { n: S.input.example })
     : S.result && S.result.note ? S.result.note : '';
   $('input-note').hidden = !note;
   $('input-note').textContent = note;
+  $('input-empty').hidden = !S.empty;
+  $('input-empty').textContent = S.empty ? t(idsMode() ? 'empty_ids' : 'empty_input') : '';
 }
 function showInputError(msg) {
   S.inputError = msg || '';
   $('input-error').hidden = !S.inputError;
-  $('input-error').textContent = S.inputError ? t('server_says') + S.inputError : '';
+  $('input-error').textContent = S.inputError;
 }
 function inputBody() {
   if (S.input.mode === 'example') return { example: S.input.example };
+  if (S.saved) return S.saved.input;
   if (S.input.mode === 'ids') {
     const parts = S.input.text.split(/[\s,]+/).filter((x) => x);
     for (const p of parts) if (!/^\d+$/.test(p)) throw new Error(t('ids_bad', { x: p }));
@@ -424,20 +575,32 @@ function ablateBody() { return S.ablated.length ? { heads: S.ablated.map((x) => 
 function analyze(t0) {
   clearTimeout(S.explainTimer);
   S.want = { seq: ++S.seq, t0 };
-  if (S.inflight) { S.pending = true; return; }
-  runAnalyze();
+  if (S.inflight) { S.pending = true; return S.analyzing; }
+  S.analyzing = runAnalyze();
+  return S.analyzing;
+}
+// The page shows nothing of an old input once it is gone: an empty input or an error clears the
+// views, and says why on the page.
+function clearResult() {
+  S.result = null, S.explain = null, S.hover = null;
+  renderLook();
+  renderSteps();
 }
 async function runAnalyze() {
   const req = S.want;
   let input;
-  try { input = inputBody(); } catch (e) { showInputError(e.message); S.drawnSeq = req.seq; return; }
-  if (input.text !== undefined && !input.text.trim() || input.ids !== undefined && !input.ids.length) {
-    showInputError('');  // nothing typed yet: nothing to ask
+  try { input = inputBody(); } catch (e) { showInputError(e.message); clearResult(); S.drawnSeq = req.seq; return; }
+  const empty = input.text !== undefined && !input.text.trim() || input.ids !== undefined && !input.ids.length;
+  if (empty !== S.empty) { S.empty = empty; renderInputChrome(); }
+  if (empty) {  // nothing typed: nothing to ask
+    showInputError('');
+    clearResult();
     S.drawnSeq = Math.max(S.drawnSeq, req.seq);
+    if (S.pending) { S.pending = false; return runAnalyze(); }
     return;
   }
   S.inflight = true;
-  const body = { model: S.mi, input, top_k: 5, weights: 'uint8' };
+  const body = { model: S.mi, input, top_k: 5, weights: 'float32' };
   const ab = ablateBody();
   if (ab) body.ablate = ab;
   const r = await api('/api/analyze', body);
@@ -452,9 +615,7 @@ async function runAnalyze() {
     const T = r.data.tokens.length;
     S.masks = S.masks.filter((p) => p < T);
     if (S.textbook && !S.textbookHead) pickTextbookHead();
-    renderTokens();
-    renderGrid();
-    renderAnswer();
+    renderLook();
     renderInputChrome();
     S.timings.phases = Object.assign({ draw_ms: performance.now() - td, server_ms: r.data.ms }, r.phases);
     requestAnimationFrame(() => {
@@ -468,12 +629,13 @@ async function runAnalyze() {
     // The explanation follows once typing pauses: a newer input's analysis cancels it, so the grid
     // is never kept waiting behind the step-by-step view.
     clearTimeout(S.explainTimer);
-    if (!S.pending) S.explainTimer = setTimeout(explain, 120);
+    if (!S.pending && !S.saved) S.explainTimer = setTimeout(explain, 120);
   } else {
-    showInputError(r.error);
+    showInputError(serverError(r));
+    clearResult();
     S.drawnSeq = Math.max(S.drawnSeq, req.seq);
   }
-  if (S.pending) { S.pending = false; runAnalyze(); }
+  if (S.pending) { S.pending = false; return runAnalyze(); }
 }
 
 function renderTokens() {
@@ -481,7 +643,7 @@ function renderTokens() {
   box.textContent = '';
   const R = S.result;
   if (!R) return;
-  const maskable = !!(S.info && S.info.mask_text) && S.input.mode !== 'example';
+  const maskable = !!(S.info && S.info.mask_text) && S.input.mode !== 'example' && !S.saved;
   R.tokens.forEach((tok, i) => {
     const masked = S.masks.includes(i);
     const c = el('span', 'tok' + (maskable ? ' click' : '') + (masked || tok === '[MASK]' ? ' masked' : ''));
@@ -503,13 +665,27 @@ function renderTokens() {
 
 // ---------------------------------------------------------------- the grid of heads
 function isAblated(l, h) { return S.ablated.some((x) => x[0] === l && x[1] === h); }
+// The scores and label of head h of layer l (qkv heads' numbers), or null.
+function headInfo(l, h) {
+  if (!S.heads) return null;
+  return S.heads.heads.find((x) => x.layer_index === l && x.head === h) || null;
+}
+// The layers whose queries are the selected layer's tokens: where the selected query is one of theirs.
+function sameQueries(R, l) {
+  const a = R.layers[l].query_tokens, b = R.layers[S.sel.layer] ? R.layers[S.sel.layer].query_tokens : null;
+  return !!b && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+function selectedQuery(R) {
+  const layer = R && R.layers[S.sel.layer];
+  return layer ? Math.min(S.sel.query, layer.query_tokens.length - 1) : 0;
+}
 function renderGrid() {
   const R = S.result, grid = $('grid');
-  if (!R) return;
+  $('restore').disabled = S.ablated.length === 0;
+  if (!R) { grid.textContent = '', grid.dataset.shape = ''; return; }
   const L = R.layers.length, Hn = Math.max(...R.layers.map((x) => x.weights.length));
   grid.style.gridTemplateColumns = `18px repeat(${Hn}, auto)`;
-  const want = 1 + Hn + L * (1 + Hn);
-  if (grid.children.length !== want || grid.dataset.shape !== L + 'x' + Hn) {
+  if (grid.dataset.shape !== L + 'x' + Hn) {
     grid.textContent = '';
     grid.dataset.shape = L + 'x' + Hn;
     grid.appendChild(el('div'));
@@ -519,9 +695,11 @@ function renderGrid() {
       for (let h = 0; h < Hn; h++) {
         const cell = el('div', 'cell');
         cell.dataset.layer = l, cell.dataset.head = h;
-        const cv = el('canvas');
+        const tw = el('div', 'tw'), cv = el('canvas');
         cv.addEventListener('click', () => selectHead(l, h));
-        cell.appendChild(cv);
+        tw.appendChild(cv);
+        tw.appendChild(el('div', 'qm'));
+        cell.appendChild(tw);
         const cap = el('div', 'cap');
         cap.appendChild(el('span', 'hn', l + '.' + h));
         const sw = el('button', 'sw');
@@ -529,10 +707,12 @@ function renderGrid() {
         sw.addEventListener('click', () => toggleHead(l, h));
         cap.appendChild(sw);
         cell.appendChild(cap);
+        cell.appendChild(el('div', 'hl'));
         grid.appendChild(cell);
       }
     }
   }
+  const q = selectedQuery(R);
   for (const cell of grid.querySelectorAll('.cell')) {
     const l = +cell.dataset.layer, h = +cell.dataset.head, layer = R.layers[l];
     const off = isAblated(l, h);
@@ -543,44 +723,261 @@ function renderGrid() {
     sw.textContent = off ? t('sw_off') : t('sw_on');
     sw.title = (off ? '↺ ' : '✕ ') + l + '.' + h;
     if (h >= layer.weights.length) { cell.style.visibility = 'hidden'; continue; }
-    const cv = cell.querySelector('canvas');
-    if (layer.encoding === 'uint8') paintBytes(cv, bytes(layer.weights[h]), layer.query_tokens.length, layer.key_tokens.length);
-    else paint(cv, floats(layer.weights[h]), layer.query_tokens.length, layer.key_tokens.length);
-    cell.querySelector('canvas').title = layer.name + ' ' + t('head') + ' ' + h;
+    cell.style.visibility = '';
+    const cv = cell.querySelector('canvas'), Tq = layer.query_tokens.length;
+    paint(cv, headWeights(layer, h), Tq, layer.key_tokens.length);
+    // the selected query's row, marked at the square's left edge
+    const qm = cell.querySelector('.qm');
+    qm.hidden = !sameQueries(R, l);
+    qm.style.top = (100 * q / Tq) + '%', qm.style.height = Math.max(100 / Tq, 2) + '%';
+    const info = headInfo(l, h), hl = cell.querySelector('.hl');
+    hl.textContent = info ? info.label : '';
+    cell.dataset.label = info ? info.label : '';
+    const lines = [layer.name + ' · ' + t('head') + ' ' + h];
+    if (info) {
+      if (info.label) lines.push(info.label);
+      for (const name of S.heads.score_names) if (info[name] != null) lines.push(name + ' ' + fmt(info[name], 3));
+    }
+    cv.title = lines.join('\n');
   }
-  $('restore').disabled = S.ablated.length === 0;
+}
+function renderLabelsNote() {
+  const box = $('labels-note');
+  box.textContent = S.heads ? t('labels_legend', { n: S.heads.examples }) : S.headsNote;
+}
+async function heads() {
+  const info = S.info;
+  if (!info) return;
+  const seq = ++S.headsSeq;
+  if (!info.with_data && !S.saved) {
+    S.heads = null, S.headsNote = t('labels_off', { why: info.data_note });
+  } else {
+    S.headsNote = t('labels_wait');
+    renderLabelsNote();
+    const r = await api('/api/heads', { model: S.mi });
+    if (seq !== S.headsSeq) return;
+    S.heads = r.ok ? r.data : null;
+    S.headsNote = r.ok ? '' : S.saved ? t('labels_off', { why: r.error }) : serverError(r);
+  }
+  renderGrid();
+  renderLabelsNote();
+  renderRows();
+  renderHeadMap();
 }
 // The textbook's question, asked of this model: of all heads, which one's query 追 puts the most
 // weight on 猫 (the chaser) and 老鼠 (the chased)? The walk-through starts there.
+const TEXTBOOK = { query: 3, keys: [0, 5, 6] };
 function pickTextbookHead() {
-  const R = S.result, q = 3, keys = [0, 5, 6];
+  const R = S.result, q = TEXTBOOK.query;
   if (R.tokens.slice(0, 7).join('') !== '猫喜欢追逐老鼠') return;
   let best = null;
   R.layers.forEach((layer, l) => layer.weights.forEach((b64, h) => {
     const w = headWeights(layer, h), Tk = layer.key_tokens.length;
     if (layer.query_tokens.length <= q) return;
-    const share = keys.reduce((a, j) => a + (j < Tk ? w[q * Tk + j] : 0), 0);
+    const share = TEXTBOOK.keys.reduce((a, j) => a + (j < Tk ? w[q * Tk + j] : 0), 0);
     if (!best || share > best.share) best = { l, h, share };
   }));
   if (!best) return;
   S.sel = { layer: best.l, head: best.h, query: q };
   S.textbookHead = best;
 }
+// The opening sentence: on the textbook's sentence, each token named with its own weight.
+function renderIntro() {
+  const R = S.result, tb = S.textbookHead, box = $('intro');
+  if (S.textbook && tb && R && S.sel.layer === tb.l && S.sel.head === tb.h && S.sel.query === TEXTBOOK.query) {
+    const layer = R.layers[tb.l], w = headWeights(layer, tb.h), Tk = layer.key_tokens.length;
+    const shares = TEXTBOOK.keys.map((j) => ({ j, w: w[TEXTBOOK.query * Tk + j] })).sort((a, b) => b.w - a.w || a.j - b.j);
+    box.textContent = t('intro_textbook', { h: tb.l + '.' + tb.h, shares: shares.map((x) =>
+      t('share_on', { p: (100 * x.w).toFixed(1), t: layer.key_tokens[x.j] })).join(t('list_sep')) });
+    box.dataset.shares = JSON.stringify(shares.map((x) => [x.j, x.w]));
+  } else {
+    box.textContent = t(S.saved ? 'intro_saved' : 'intro');
+    box.dataset.shares = '';
+  }
+}
 function selectHead(l, h) {
   S.sel.layer = l, S.sel.head = h;
   S.textbook = false;
-  renderGrid();
+  renderSelection();
   explain();
 }
 function selectQuery(i) {
   S.sel.query = i;
   S.textbook = false;
+  renderSelection();
   explain();
+}
+function renderSelection() {
+  renderGrid();
+  renderIntro();
+  renderRows();
+  renderHeadMap();
+}
+// The next or previous head, across layers (the head map's ← →).
+function moveHead(d) {
+  const R = S.result;
+  if (!R) return;
+  const all = [];
+  R.layers.forEach((layer, l) => layer.weights.forEach((b, h) => all.push([l, h])));
+  const k = all.findIndex(([l, h]) => l === S.sel.layer && h === S.sel.head);
+  const [l, h] = all[clamp(k + d, 0, all.length - 1)];
+  if (l !== S.sel.layer || h !== S.sel.head) selectHead(l, h);
 }
 function toggleHead(l, h) {
   S.ablated = isAblated(l, h) ? S.ablated.filter((x) => !(x[0] === l && x[1] === h)) : S.ablated.concat([[l, h]]);
   analyze(performance.now());
   heldout();
+}
+
+// ---------------------------------------------------------------- where one query looks, in every head
+// A row per head of the layers that share the selected layer's queries, a column per key token;
+// a new header row wherever the keys change (an encoder-decoder's self- and cross-attention).
+function renderRows() {
+  const R = S.result, table = $('rows');
+  table.textContent = '';
+  $('rows-panel').hidden = !R;
+  if (!R) return;
+  const q = selectedQuery(R), qt = R.layers[S.sel.layer].query_tokens;
+  $('rows-title').textContent = t('rows_title', { t: shown(qt[q]), i: q });
+  table.dataset.query = q;
+  let keys = null;
+  R.layers.forEach((layer, l) => {
+    if (!sameQueries(R, l)) return;
+    const K = layer.key_tokens, Tk = K.length;
+    if (!keys || keys.join('\u0000') !== K.join('\u0000')) {
+      keys = K;
+      const hr = el('tr', 'keys');
+      hr.appendChild(el('th', 'corner', layer.kind === 'cross' ? '→' : ''));
+      K.forEach((k, j) => {
+        const th = el('th', j === q && layer.kind !== 'cross' ? 'self' : null, shown(k));
+        th.title = 'key ' + j + ': ' + JSON.stringify(k);
+        hr.appendChild(th);
+      });
+      table.appendChild(hr);
+    }
+    layer.weights.forEach((b64, h) => {
+      const w = headWeights(layer, h), info = headInfo(l, h);
+      const tr = el('tr', S.sel.layer === l && S.sel.head === h ? 'sel' : null);
+      tr.dataset.layer = l, tr.dataset.head = h;
+      const th = el('th', 'rh');
+      th.appendChild(el('span', 'hn', l + '.' + h));
+      if (info && info.label) th.appendChild(el('span', 'hl', info.label));
+      tr.appendChild(th);
+      for (let j = 0; j < Tk; j++) {
+        const x = w[q * Tk + j];
+        const td = el('td', x > 0.55 ? 'hi' : null, x > 0 ? (100 * x).toFixed(1) : '');
+        td.style.background = x > 0 ? cssColour(x) : '';
+        td.dataset.v = String(x);
+        td.title = t('hm_cell', { i: q, q: shown(qt[q]), j, k: shown(K[j]), w: x.toFixed(6), p: (100 * x).toFixed(3) });
+        tr.appendChild(td);
+      }
+      tr.addEventListener('click', () => selectHead(l, h));
+      table.appendChild(tr);
+    });
+  });
+}
+
+// ---------------------------------------------------------------- one head, large
+// The selected head's weights with the tokens on both axes, the selected query's row marked, the
+// hovered weight named.
+function renderHeadMap() {
+  const R = S.result;
+  $('head-panel').hidden = !R;
+  if (!R) return;
+  const l = S.sel.layer, layer = R.layers[l];
+  if (!layer) return;
+  if (S.sel.head >= layer.weights.length) S.sel.head = 0;
+  const h = S.sel.head, w = headWeights(layer, h), Q = layer.query_tokens, K = layer.key_tokens;
+  const Tq = Q.length, Tk = K.length, info = headInfo(l, h);
+  $('hm-title').textContent = t('hm_title', { h: l + '.' + h, name: layer.name });
+  $('hm-label').textContent = info ? info.label : '';
+  const sc = $('hm-scores');
+  sc.textContent = '';
+  if (info) {
+    sc.appendChild(el('span', 'muted', t('scores_of', { n: S.heads.examples })));
+    for (const name of S.heads.score_names) {
+      if (info[name] == null) continue;
+      const s = el('span', 'score');
+      s.dataset.name = name, s.dataset.v = String(info[name]);
+      s.appendChild(document.createTextNode(name.replace(/_/g, ' ') + ' '));
+      s.appendChild(el('b', null, fmt(info[name], 3)));
+      sc.appendChild(s);
+    }
+  }
+  const c = Math.max(2, Math.min(30, Math.floor(520 / Tk), Math.floor(520 / Tq)));
+  const key = [l, h, Tq, Tk, Q.join('\u0000'), K.join('\u0000')].join('|');
+  const hm = $('hm');
+  if (hm.dataset.key !== key) {  // the axes only when the tokens change
+    hm.dataset.key = key;
+    S.cell = c;
+    hm.style.gridTemplateColumns = `96px ${Tk * c}px`;
+    hm.style.gridTemplateRows = `72px ${Tq * c}px`;
+    const keys = $('hm-keys'), qs = $('hm-queries');
+    keys.textContent = '', qs.textContent = '';
+    const stride = Math.ceil(13 / c);
+    const upright = c >= 14 && K.every((k) => [...shown(k)].length <= 2);  // e.g. Chinese characters
+    const cut = (s) => { const a = [...s]; return a.length > 10 ? a.slice(0, 9).join('') + '…' : s; };
+    for (let j = 0; j < Tk; j += stride) {
+      const s = el('span', upright ? null : 'v', cut(shown(K[j])));
+      s.style.left = (j * c + c / 2) + 'px';
+      s.dataset.j = j;
+      s.title = 'key ' + j + ': ' + JSON.stringify(K[j]);
+      keys.appendChild(s);
+    }
+    for (let i = 0; i < Tq; i += stride) {
+      const s = el('span', null, cut(shown(Q[i])));
+      s.style.top = (i * c + c / 2) + 'px';
+      s.dataset.i = i;
+      s.title = 'query ' + i + ': ' + JSON.stringify(Q[i]);
+      qs.appendChild(s);
+    }
+    const dpr = window.devicePixelRatio || 1;
+    for (const cv of [$('hm-canvas'), $('hm-over')]) {
+      cv.width = Math.round(Tk * c * dpr), cv.height = Math.round(Tq * c * dpr);
+      cv.style.width = Tk * c + 'px', cv.style.height = Tq * c + 'px';
+    }
+  }
+  const scratch = S.scratch || (S.scratch = document.createElement('canvas'));
+  paint(scratch, w, Tq, Tk);
+  const cv = $('hm-canvas'), ctx = cv.getContext('2d');
+  ctx.imageSmoothingEnabled = false;
+  ctx.clearRect(0, 0, cv.width, cv.height);
+  ctx.drawImage(scratch, 0, 0, cv.width, cv.height);
+  S.map = { l, h, w, Q, K, Tq, Tk };
+  if (S.hover && (S.hover.i >= Tq || S.hover.j >= Tk)) S.hover = null;
+  drawMapOverlay();
+}
+function drawMapOverlay() {
+  const M = S.map, cv = $('hm-over'), ctx = cv.getContext('2d'), dpr = window.devicePixelRatio || 1, c = S.cell;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, cv.width, cv.height);
+  const q = Math.min(S.sel.query, M.Tq - 1);
+  const box = (x, y, w, h, colour) => {
+    ctx.lineWidth = 3, ctx.strokeStyle = 'rgba(0,0,0,.55)', ctx.strokeRect(x + 0.5, y + 0.5, w - 1, h - 1);
+    ctx.lineWidth = 1.5, ctx.strokeStyle = colour, ctx.strokeRect(x + 0.5, y + 0.5, w - 1, h - 1);
+  };
+  box(0, q * c, M.Tk * c, c, '#ff7a1a');  // the selected query's row
+  for (const s of document.querySelectorAll('#hm-queries span.on, #hm-keys span.on')) s.classList.remove('on');
+  const mark = (sel, attr, n) => { const s = document.querySelector(`${sel} span[data-${attr}="${n}"]`); if (s) s.classList.add('on'); };
+  mark('#hm-queries', 'i', q);
+  const st = $('hm-status');
+  if (S.hover) {
+    const { i, j } = S.hover, x = M.w[i * M.Tk + j];
+    box(j * c - 2, i * c - 2, c + 4, c + 4, '#ffffff');
+    mark('#hm-keys', 'j', j);
+    st.textContent = t('hm_cell', { i, q: shown(M.Q[i]), j, k: shown(M.K[j]), w: x.toFixed(4), p: (100 * x).toFixed(2) });
+    st.dataset.v = String(x);
+  } else {
+    const row = Array.from(M.w.subarray(q * M.Tk, (q + 1) * M.Tk));
+    const top = row.map((x, j) => [x, j]).filter((p) => p[0] > 0).sort((a, b) => b[0] - a[0] || a[1] - b[1]).slice(0, 4);
+    st.textContent = t('hm_row', { i: q, q: shown(M.Q[q]), top: top.map(([x, j]) =>
+      '“' + shown(M.K[j]) + '” ' + (100 * x).toFixed(1) + '%').join(t('list_sep')) });
+    st.dataset.v = '';
+  }
+}
+function hoverCell(i, j) {
+  S.hover = i == null ? null : { i, j };
+  drawMapOverlay();
 }
 
 // ---------------------------------------------------------------- the answer
@@ -600,9 +997,9 @@ function candList(top, truth) {
   return box;
 }
 function renderAnswer() {
-  const R = S.result, box = $('answer');
+  const R = S.result, box = $('answer'), loss = $('loss');
   box.textContent = '';
-  if (!R) return;
+  if (!R) { loss.textContent = '', loss.dataset.loss = ''; return; }
   const A = R.answer;
   const outputs = () => {
     const row = el('div', 'outrow');
@@ -627,6 +1024,12 @@ function renderAnswer() {
       d.appendChild(el('div', 'where', t('fills_at', { p: f.position })));
       const pos = A.positions[f.position];
       d.appendChild(candList(f.top, pos && pos.target != null ? pos.target : null));
+      // A model that cannot do the sentence says so rather than offering its guess as an answer.
+      if (f.top.length && f.top[0].p < UNSURE) {
+        const warn = el('div', 'warn', t('unsure', { t: f.top[0].token, p: f.top[0].p.toFixed(4), min: UNSURE }));
+        warn.dataset.p = String(f.top[0].p);
+        d.appendChild(warn);
+      }
       box.appendChild(d);
     }
     if (A.fills.length) {
@@ -643,7 +1046,6 @@ function renderAnswer() {
     box.appendChild(el('div', 'where muted small', t('labels_title')));
     box.appendChild(outputs());
   }
-  const loss = $('loss');
   if (R.loss == null) {
     loss.textContent = t('loss_none');
   } else {
@@ -658,6 +1060,7 @@ function renderAnswer() {
 async function heldout() {
   const info = S.info;
   if (!info) return;
+  if (S.saved) { S.heldout = null; S.heldoutNote = t('heldout_saved'); renderHeldout(); return; }
   if (!info.with_data) { S.heldout = null; S.heldoutNote = t('heldout_off', { why: info.data_note }); renderHeldout(); return; }
   const seq = ++S.heldoutSeq;
   S.heldoutNote = t('heldout_wait');
@@ -668,7 +1071,7 @@ async function heldout() {
   const r = await api('/api/heldout', body);
   if (seq !== S.heldoutSeq) return;
   S.heldout = r.ok ? r.data : null;
-  S.heldoutNote = r.ok ? '' : t('server_says') + r.error;
+  S.heldoutNote = r.ok ? '' : serverError(r);
   renderHeldout();
 }
 function renderHeldout() {
@@ -694,7 +1097,7 @@ function renderHeldout() {
 // ---------------------------------------------------------------- one query, step by step
 async function explain() {
   const R = S.result;
-  if (!R) return;
+  if (!R || S.saved) return;
   const layer = R.layers[S.sel.layer];
   if (!layer) return;
   if (S.sel.head >= layer.weights.length) S.sel.head = 0;
@@ -709,7 +1112,7 @@ async function explain() {
   if (seq !== S.explainSeq) return;
   S.explain = r.ok ? r.data.explain : null;
   if (S.explain) S.explain.seq = seq, S.explain.forSeq = R.seq;
-  if (!r.ok) showInputError(r.error);
+  if (!r.ok) showInputError(serverError(r));
   const ts = performance.now();
   renderSteps();
   S.timings.steps_ms = performance.now() - ts;
@@ -725,9 +1128,7 @@ function renderSteps() {
   const E = S.explain, body = $('step-body'), qbox = $('queries');
   const token = S.stepsToken = (S.stepsToken || 0) + 1, later = [];
   body.textContent = '', qbox.textContent = '';
-  const tb = S.textbookHead;
-  $('step-intro').textContent = S.textbook && tb && E && E.layer_index === tb.l && E.head === tb.h && E.query === 3
-    ? t('intro_textbook', { h: tb.l + '.' + tb.h, p: (100 * tb.share).toFixed(0) }) : t('intro');
+  $('steps').hidden = !!S.saved;
   if (!E) { $('step-where').textContent = ''; return; }
   $('step-where').textContent = t('step_where', { l: E.layer_index, h: E.head, i: E.query, t: shown(E.query_tokens[E.query]) });
   E.query_tokens.forEach((tok, i) => {
@@ -847,7 +1248,7 @@ async function runPatch() {
   const r = await api('/api/patch', body);
   if (seq !== S.patch.seq) return;
   S.patch.result = r.ok ? r.data : null;
-  S.patch.error = r.ok ? '' : t('server_says') + r.error;
+  S.patch.error = r.ok ? '' : serverError(r);
   if (S.patch.sel && r.ok) {
     const [l, h] = S.patch.sel;
     if (!r.data.patching.layers[l] || !r.data.patching.layers[l].heads[h]) S.patch.sel = null;
@@ -907,6 +1308,7 @@ function renderPatch() {
 }
 
 // ---------------------------------------------------------------- training, live
+// ---------------------------------------------------------------- training, live (or saved)
 async function pollRun() {
   const r = await api('/api/run');
   if (r.ok) {
@@ -919,11 +1321,11 @@ async function pollRun() {
       $('snap-example').max = String(Math.max(0, sn.examples - 1));
       if ($('snap-follow').checked || S.snapIndex < 0) S.snapIndex = sn.steps.length - 1;
       slider.value = String(S.snapIndex);
-      loadSnapshot();
+      await loadSnapshot();
     }
     renderTrain();
   }
-  setTimeout(pollRun, 2000);
+  if (!S.saved) setTimeout(pollRun, 2000);
 }
 async function loadSnapshot() {
   const seq = ++S.snapSeq;
@@ -934,16 +1336,32 @@ async function loadSnapshot() {
   if (!r.ok) S.runInfo = Object.assign({}, S.runInfo, { snapshots_note: r.error });
   renderTrain();
 }
+// A saved page's run: the run's /api/run answer when qkv view had it, the steps of its snapshots.
+function savedRun(D) {
+  const run = D.run ? Object.assign({}, D.run) : { dir: '', metrics: null, metrics_note: '', snapshots_note: '' };
+  run.snapshots = { version: 1, steps: D.snapshots.map((s) => s.step), examples: 1 };
+  return run;
+}
+function setSnapshot(i) {
+  const n = S.runInfo && S.runInfo.snapshots ? S.runInfo.snapshots.steps.length : 0;
+  if (!Number.isInteger(i) || i < 0 || i >= n) throw new RangeError(`setSnapshot: snapshot ${i} does not exist (0..${n - 1})`);
+  S.snapIndex = i;
+  $('snap-step').value = String(i);
+  $('snap-follow').checked = i === n - 1;
+  return loadSnapshot();
+}
 function renderTrain() {
   $('train-none').hidden = S.run;
   $('train-on').hidden = !S.run;
+  $('snap-live').hidden = !!S.saved;
   const R = S.runInfo;
   if (!S.run || !R) return;
   $('run-dir').textContent = R.dir;
-  const note = [R.metrics_note, R.snapshots_note].filter((x) => x).join(' · ') || (R.metrics ? '' : t('run_wait'));
+  const note = [R.metrics_note, R.snapshots_note].filter((x) => x).join(' · ') || (R.metrics || S.saved ? '' : t('run_wait'));
   $('run-note').hidden = !note;
   $('run-note').textContent = note;
   $('curve-legend').textContent = t('legend');
+  $('curves-panel').hidden = !!S.saved && !R.metrics;
   drawCurves(R.metrics);
   const sn = R.snapshots;
   if (sn && S.snap) {
@@ -1018,12 +1436,112 @@ function drawSnapGrid() {
   });
 }
 
+
 function renderFoot() {
   const ms = S.timings.latency, s = S.timings.server;
-  $('foot').textContent = ms == null ? '' : t('foot', { ms: ms.toFixed(0), s: s == null ? '–' : s.toFixed(1) });
+  $('foot').textContent = ms == null || S.saved ? '' : t('foot', { ms: ms.toFixed(0), s: s == null ? '–' : s.toFixed(1) });
 }
 
-// ---------------------------------------------------------------- wiring
+// ---------------------------------------------------------------- a saved page's data, checked
+// What qkv view embeds (docs/viewer.md): every problem is named by its JSON path, with what was
+// expected and what was found, and the page shows them instead of a blank grid.
+const KINDS = ['self', 'causal', 'cross'];
+const isObj = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+function found(v) {
+  if (v === undefined) return 'nothing (the field is missing)';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return `an array of ${v.length}`;
+  if (typeof v === 'string') return `the string ${JSON.stringify(v.length > 40 ? v.slice(0, 40) + '...' : v)}`;
+  if (typeof v === 'object') return 'an object';
+  return `the ${typeof v} ${String(v)}`;
+}
+function b64Bytes(s) {  // decoded length, without decoding
+  const pad = s.endsWith('==') ? 2 : s.endsWith('=') ? 1 : 0;
+  return /^[A-Za-z0-9+/]*={0,2}$/.test(s) && s.length % 4 === 0 ? s.length / 4 * 3 - pad : -1;
+}
+function checkTokens(v, at, errs) {
+  if (!Array.isArray(v) || !v.length || !v.every((x) => typeof x === 'string')) {
+    errs.push(`${at}: expected a non-empty array of token strings, found ${found(v)}`);
+    return 0;
+  }
+  return v.length;
+}
+// The weights of one layer (analysis or snapshot): one base64 string per head of Tq*Tk values.
+function checkWeights(L, at, errs, size) {
+  const Tq = checkTokens(L.query_tokens, at + '.query_tokens', errs), Tk = checkTokens(L.key_tokens, at + '.key_tokens', errs);
+  if (!Array.isArray(L.weights) || !L.weights.length) {
+    errs.push(`${at}.weights: expected a non-empty array (one base64 string per head), found ${found(L.weights)}`);
+    return;
+  }
+  if (!Tq || !Tk) return;
+  L.weights.forEach((s, h) => {
+    const want = Tq * Tk * size, n = typeof s === 'string' ? b64Bytes(s) : -1;
+    if (n !== want) {
+      errs.push(`${at}.weights[${h}]: expected base64 of Tq*Tk*${size} = ${Tq}*${Tk}*${size} = ${want} bytes` +
+        ` (${size === 4 ? 'float32' : 'uint8'}), found ${typeof s === 'string' ? (n < 0 ? 'text that is not base64' : `${n} bytes`) : found(s)}`);
+    }
+  });
+}
+function checkSaved(D) {
+  const errs = [];
+  if (!isObj(D)) return [`the data: expected a JSON object, found ${found(D)}`];
+  if (D.format !== 'qkv-studio-page') errs.push(`format: expected "qkv-studio-page", found ${found(D.format)}`);
+  if (D.version !== 1) errs.push(`version: expected 1 (this page reads version 1), found ${found(D.version)}`);
+  if (errs.length) return errs;
+  if (!isObj(D.input)) errs.push(`input: expected an object (text, ids or example), found ${found(D.input)}`);
+  const M = D.models;
+  if (!isObj(M) || !Array.isArray(M.models) || M.models.length !== 1 || !isObj(M.models[0]))
+    errs.push(`models: expected {"models": [one model summary], ...}, found ${found(M)}`);
+  else if (!Array.isArray(M.models[0].layers)) errs.push(`models.models[0].layers: expected an array, found ${found(M.models[0].layers)}`);
+  const A = D.analysis;
+  if (!isObj(A)) return errs.concat([`analysis: expected an object, found ${found(A)}`]);
+  checkTokens(A.tokens, 'analysis.tokens', errs);
+  if (!isObj(A.answer) || typeof A.answer.kind !== 'string') errs.push(`analysis.answer: expected an object with a kind, found ${found(A.answer)}`);
+  if (!Array.isArray(A.layers) || !A.layers.length) errs.push(`analysis.layers: expected a non-empty array, found ${found(A.layers)}`);
+  else A.layers.forEach((L, l) => {
+    const at = `analysis.layers[${l}]`;
+    if (!isObj(L)) { errs.push(`${at}: expected an object, found ${found(L)}`); return; }
+    if (typeof L.name !== 'string' || !L.name) errs.push(`${at}.name: expected a non-empty string, found ${found(L.name)}`);
+    if (!KINDS.includes(L.kind)) errs.push(`${at}.kind: expected one of ${KINDS.join(', ')}, found ${found(L.kind)}`);
+    if (L.encoding !== 'float32' && L.encoding !== 'uint8') errs.push(`${at}.encoding: expected "float32" or "uint8", found ${found(L.encoding)}`);
+    else checkWeights(L, at, errs, L.encoding === 'uint8' ? 1 : 4);
+  });
+  if (D.heads !== null) {
+    if (!isObj(D.heads) || !Array.isArray(D.heads.heads) || !Array.isArray(D.heads.score_names))
+      errs.push(`heads: expected null or qkv heads' object (score_names, heads), found ${found(D.heads)}`);
+    else D.heads.heads.forEach((x, k) => {
+      if (!isObj(x) || typeof x.label !== 'string' || !Number.isInteger(x.layer_index) || !Number.isInteger(x.head))
+        errs.push(`heads.heads[${k}]: expected {layer_index, head, label, scores...}, found ${found(x)}`);
+    });
+  }
+  if (D.snapshots !== null) {
+    if (!Array.isArray(D.snapshots) || !D.snapshots.length) errs.push(`snapshots: expected null or a non-empty array, found ${found(D.snapshots)}`);
+    else D.snapshots.forEach((s, i) => {
+      const at = `snapshots[${i}]`;
+      if (!isObj(s) || typeof s.step !== 'number' || !Array.isArray(s.layers)) {
+        errs.push(`${at}: expected {step, layers, ...}, found ${found(s)}`);
+        return;
+      }
+      s.layers.forEach((L, l) => (isObj(L) ? checkWeights(L, `${at}.layers[${l}]`, errs, 4)
+        : errs.push(`${at}.layers[${l}]: expected an object, found ${found(L)}`)));
+    });
+  }
+  if (D.run !== null && !isObj(D.run)) errs.push(`run: expected null or an object, found ${found(D.run)}`);
+  return errs;
+}
+function showProblems(list) {
+  S.problems = list.slice();
+  for (const m of list) H.errors.push('data: ' + m);
+  const box = $('problems');
+  box.hidden = false;
+  $('problems-title').textContent = t('problems_title');
+  $('problems-help').textContent = t('problems_help');
+  const ul = $('problems-list');
+  for (const m of list.slice(0, 40)) ul.appendChild(el('li', null, m));
+  if (list.length > 40) ul.appendChild(el('li', null, `... and ${list.length - 40} more`));
+  $('view-look').hidden = true;
+  console.warn('qkv studio: this page cannot be shown:\n' + list.join('\n'));
+}
 function wire() {
   for (const b of document.querySelectorAll('#langs button')) b.addEventListener('click', () => applyLang(b.dataset.lang));
   for (const b of document.querySelectorAll('#tabs button')) b.addEventListener('click', () => applyTab(b.dataset.tab));
@@ -1057,23 +1575,49 @@ function wire() {
     loadSnapshot();
   });
   $('snap-example').addEventListener('change', loadSnapshot);
+  $('newest').addEventListener('click', loadNewest);
+  // the head map: hover a weight, click a row to make it the query, keys to move
+  const over = $('hm-over');
+  over.addEventListener('mousemove', (e) => {
+    const M = S.map, b = over.getBoundingClientRect();
+    if (!M) return;
+    const i = Math.floor((e.clientY - b.top) / S.cell), j = Math.floor((e.clientX - b.left) / S.cell);
+    if (i < 0 || j < 0 || i >= M.Tq || j >= M.Tk || (S.hover && S.hover.i === i && S.hover.j === j)) return;
+    hoverCell(i, j);
+  });
+  over.addEventListener('mouseleave', () => hoverCell(null));
+  over.addEventListener('click', (e) => {
+    const b = over.getBoundingClientRect(), i = Math.floor((e.clientY - b.top) / S.cell);
+    if (S.map && i >= 0 && i < S.map.Tq) selectQuery(i);
+  });
+  $('hm').addEventListener('keydown', (e) => {
+    const M = S.map;
+    if (!M) return;
+    const q = Math.min(S.sel.query, M.Tq - 1);
+    if (e.key === 'ArrowUp' || e.key === 'ArrowDown') selectQuery(clamp(q + (e.key === 'ArrowUp' ? -1 : 1), 0, M.Tq - 1));
+    else if (e.key === 'ArrowLeft' || e.key === 'ArrowRight') moveHead(e.key === 'ArrowLeft' ? -1 : 1);
+    else return;
+    e.preventDefault();
+  });
 }
 
 // The harness: what the page shows, as numbers, and the actions a test takes without the mouse.
 Object.assign(H, {
   state: () => ({
-    ready: H.ready, tab: S.tab, lang: S.lang, model: S.mi, seq: S.seq, drawnSeq: S.drawnSeq, inflight: S.inflight,
-    tokens: S.result ? S.result.tokens : null, loss: S.result ? S.result.loss : null,
+    ready: H.ready, saved: !!S.saved, tab: S.tab, lang: S.lang, model: S.mi, seq: S.seq, drawnSeq: S.drawnSeq,
+    inflight: S.inflight, tokens: S.result ? S.result.tokens : null, loss: S.result ? S.result.loss : null,
     answer: S.result ? S.result.answer : null, ablated: S.ablated.map((x) => x.slice()), mode: S.mode,
-    sel: Object.assign({}, S.sel), explainSeq: S.explainSeq,
+    sel: Object.assign({}, S.sel), hover: S.hover ? Object.assign({}, S.hover) : null, explainSeq: S.explainSeq,
     explain: S.explain ? { layer: S.explain.layer_index, head: S.explain.head, query: S.explain.query } : null,
-    resultSeq: S.result ? S.result.seq : 0, explainFor: S.explain ? S.explain.forSeq : 0,
+    resultSeq: S.result ? S.result.seq : 0, explainFor: S.explain ? S.explain.forSeq : 0, empty: S.empty,
+    labels: S.heads ? S.heads.heads.map((x) => [x.layer_index, x.head, x.label]) : null,
     heldout: S.heldout, patch: S.patch.result ? S.patch.result.patching : null, patchError: S.patch.error,
     inputError: S.inputError, timings: { latency: S.timings.latency, server: S.timings.server, phases: S.timings.phases, steps_ms: S.timings.steps_ms,
       history: S.timings.history.slice() },
-    snap: S.snap ? { step: S.snap.step, index: S.snap.index } : null, runVersion: S.runVersion, errors: H.errors.slice(),
+    snap: S.snap ? { step: S.snap.step, index: S.snap.index, steps: S.snap.steps } : null, runVersion: S.runVersion,
+    problems: S.problems.slice(), errors: H.errors.slice(), newest: S.newestPath || '',
   }),
-  selectHead, selectQuery, toggleHead, setLang: applyLang, setTab: applyTab, runPatch,
+  selectHead, selectQuery, toggleHead, moveHead, hoverCell, setSnapshot, setLang: applyLang, setTab: applyTab, runPatch,
   box: (selector) => {
     const e = document.querySelector(selector);
     if (!e) return null;
@@ -1081,15 +1625,54 @@ Object.assign(H, {
     const b = e.getBoundingClientRect();
     return { x: b.left, y: b.top, w: b.width, h: b.height };
   },
+  // The box in CSS pixels of the viewport of weight (i, j) in the head map, after scrolling it into view.
+  cellBox: (i, j) => {
+    const M = S.map;
+    if (!M) throw new Error('cellBox: no head is drawn');
+    if (!Number.isInteger(i) || !Number.isInteger(j) || i < 0 || j < 0 || i >= M.Tq || j >= M.Tk)
+      throw new RangeError(`cellBox: weight (${i}, ${j}) does not exist (queries 0..${M.Tq - 1}, keys 0..${M.Tk - 1})`);
+    const over = $('hm-over');
+    over.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+    const b = over.getBoundingClientRect();
+    return { x: b.left + j * S.cell, y: b.top + i * S.cell, w: S.cell, h: S.cell };
+  },
 });
 
-function start() {
+// A saved page: its data read and checked, the controls that need a server hidden.
+function startSaved(node) {
+  let D = null;
+  const raw = node.textContent;
+  try { D = raw.trim() ? JSON.parse(raw) : null; } catch (e) {
+    return [`the qkv-data block is not valid JSON: ${e.message}`];
+  }
+  if (D === null) return ['the page holds no data: write it with qkv view CKPT (--text STR | --example N) --out FILE.html'];
+  const errs = checkSaved(D);
+  if (errs.length) return errs;
+  S.saved = D;
+  document.body.classList.add('saved');
+  document.title = (D.title ? D.title + ' · ' : '') + 'qkv studio';
+  $('saved-note').hidden = false;
+  $('tabs').querySelector('[data-tab="patch"]').hidden = true;
+  $('tab-train').hidden = !D.snapshots;
+  $('text').readOnly = true;
+  if (D.snapshots) S.runInfo = savedRun(D);
+  return [];
+}
+async function start() {
   wire();
   let lang = 'en';
   try { lang = localStorage.getItem('qkv-studio-lang') || ''; } catch (e) { lang = ''; }
   if (!lang) lang = /^zh/i.test(navigator.language || '') ? 'zh' : 'en';
+  const node = $('qkv-data');
+  const problems = node ? startSaved(node) : [];
   applyLang(lang);
-  loadModels();
+  if (problems.length) { showProblems(problems); H.ready = true; return; }
+  if (!S.saved) { loadModels(); return; }
+  // A saved page is ready once everything it shows is drawn (a served one after its first explanation).
+  await loadModels();
+  await S.analyzing;
+  await S.headsDone;
+  H.ready = true;
 }
 if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
 else start();

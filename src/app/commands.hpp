@@ -129,8 +129,12 @@ struct ViewArgs {
   bool no_snapshots = false;
   int threads = 0;
 };
-/// A self-contained HTML page of every head on one input (docs/viewer.md).
+/// The studio, saved: one self-contained HTML page of every head on one input (docs/viewer.md).
 int view(const ViewArgs& args);
+/// The studio's page (share/studio/) as one file: its style and script inline, `data` (the JSON
+/// the page reads instead of asking a server, docs/viewer.md) in <script id="qkv-data">, and a
+/// Content-Security-Policy that allows no network. `data` must follow the embedding rule.
+std::string offline_page(const std::string& data);
 
 struct PatchArgs {
   std::string checkpoint, clean, corrupt;

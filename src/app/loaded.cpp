@@ -51,6 +51,18 @@ Loaded load(const std::string& path, const std::vector<std::string>& overrides, 
   return model::load_model(path, model::LoadOptions{overrides, with_data, io::physical_memory_bytes()});
 }
 
+Loaded load_with_data(const std::string& path, std::string& data_note) {
+  try {
+    data_note.clear();
+    return load(path, {}, true);
+  } catch (const config::ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    data_note = std::string("which could not be loaded (") + e.what() + ")";
+    return load(path, {}, false);
+  }
+}
+
 model::InputRequest input_request(const InputChoice& in, const Loaded* l) {
   model::InputRequest r;
   r.mask_text = in.mask_text;

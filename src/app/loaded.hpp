@@ -38,6 +38,10 @@ using Loaded = model::LoadedModel;
 /// this machine's memory. `overrides`: task.* keys only. Without `with_data` a text model does not
 /// read its corpus.
 Loaded load(const std::string& path, const std::vector<std::string>& overrides, bool with_data = true);
+/// Load `path` with its data when it can be had, else without it, with `data_note` saying why
+/// ("which could not be loaded (...)": a text model whose corpus is not on this machine still
+/// reads typed text). A config error is thrown.
+Loaded load_with_data(const std::string& path, std::string& data_note);
 
 /// The request of --text / --ids / --example, and the checkpoint loaded with what it needs (no
 /// corpus for text).

@@ -90,6 +90,12 @@ std::unique_ptr<ServedModel> serve_model(model::LoadedModel loaded, std::string 
 /// can be read, else without it (data_note says why). Throws what loading throws otherwise.
 std::unique_ptr<ServedModel> load_served(const std::string& path, bool want_data = true);
 
+/// The summary /api/models gives of one model (`index` among the served ones), also what the page
+/// qkv view saves holds: path, task, arch, objective, tokenizer, mask text, context, vocabulary,
+/// layers, data, and the first input (`suggestion`) and pair to patch (`patch`) to show.
+void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel& l, bool with_data,
+                   const std::string& data_note);
+
 /// How `qkv serve --host HOST --port PORT` is exposed. On a loopback address (127.0.0.0/8,
 /// localhost, ::1) the studio answers only Host headers naming it (127.0.0.1:PORT, localhost:PORT,
 /// [::1]:PORT and HOST:PORT), a guard against DNS rebinding, and `warning` is empty; on any other
@@ -119,6 +125,7 @@ class Studio {
   std::string analyze(const std::string& body, bool explain_only);
   std::string heldout(const std::string& body);
   std::string patch(const std::string& body);
+  std::string heads(const std::string& body);
 
   std::vector<std::unique_ptr<ServedModel>> models_;
   StudioOptions options_;

@@ -7,6 +7,7 @@
 #include "qkv/autograd/tape.hpp"
 #include "qkv/interp/analyze.hpp"
 #include "qkv/interp/explain.hpp"
+#include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/patching.hpp"
 #include "serve_api.hpp"
 
@@ -215,6 +216,22 @@ std::string Studio::patch(const std::string& body) {
   std::string one = interp::patching_json(r, *s.loaded.task);
   while (!one.empty() && one.back() == '\n') one.pop_back();
   return "{\"patching\":" + one + ",\"ms\":" + json::number(elapsed_ms(start)) + "}";
+}
+
+std::string Studio::heads(const std::string& body) {
+  const auto start = std::chrono::steady_clock::now();
+  const Value v = json::parse(body);
+  Fields f(v, "", {"model", "examples"});
+  ServedModel& s = model_of(f);
+  // On the batch instance, as the held-out metrics: typing on this model goes on meanwhile.
+  std::lock_guard<std::mutex> lock(s.batch_mutex);
+  if (!s.with_data) throw RequestError("head scores and labels need the model's test split, " + s.data_note);
+  interp::HeadsRequest request;  // as `qkv heads CKPT --examples N`: the first N test examples
+  if (const Value* e = f.get("examples")) request.examples = json::whole(*e, "examples", 1, kMaxHeldout);
+  const interp::HeadsResult r = answered({}, [&] { return interp::heads(s.batch, request); });
+  std::string one = interp::to_json(r);
+  one.pop_back();
+  return one + ",\"ms\":" + json::number(elapsed_ms(start)) + "}";
 }
 
 }  // namespace qkv::app

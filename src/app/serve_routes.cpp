@@ -103,14 +103,9 @@ std::unique_ptr<ServedModel> serve_model(model::LoadedModel loaded, std::string 
 
 std::unique_ptr<ServedModel> load_served(const std::string& path, bool want_data) {
   if (!want_data) return serve_model(load(path, {}, false), "which was not loaded");
-  try {
-    return serve_model(load(path, {}, true));
-  } catch (const config::ConfigError&) {
-    throw;
-  } catch (const std::exception& e) {
-    // A text model whose corpus is not on this machine still reads typed text.
-    return serve_model(load(path, {}, false), std::string("which could not be loaded (") + e.what() + ")");
-  }
+  std::string data_note;
+  Loaded l = load_with_data(path, data_note);
+  return serve_model(std::move(l), data_note);
 }
 
 Studio::Studio(std::vector<std::unique_ptr<ServedModel>> models, StudioOptions options)
@@ -162,7 +157,8 @@ StudioResponse Studio::route(const StudioRequest& r) {
   static const Route routes[] = {{"/", "GET"},           {"/studio.js", "GET"},    {"/studio.css", "GET"},
                                  {"/favicon.ico", "GET"}, {"/api/models", "GET"},   {"/api/run", "GET"},
                                  {"/api/snapshot", "GET"}, {"/api/analyze", "POST"}, {"/api/explain", "POST"},
-                                 {"/api/heldout", "POST"}, {"/api/patch", "POST"},   {"/api/reload", "POST"}};
+                                 {"/api/heldout", "POST"}, {"/api/patch", "POST"},   {"/api/reload", "POST"},
+                                 {"/api/heads", "POST"}};
   const Route* found = nullptr;
   for (auto& x : routes)
     if (r.path == x.path) found = &x;
@@ -221,8 +217,73 @@ StudioResponse Studio::route(const StudioRequest& r) {
   else if (p == "/api/explain") out.body = analyze(r.body, true);
   else if (p == "/api/heldout") out.body = heldout(r.body);
   else if (p == "/api/patch") out.body = patch(r.body);
+  else if (p == "/api/heads") out.body = heads(r.body);
   else out.body = reload(r.body);
   return out;
+}
+
+void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel& l, bool with_data,
+                   const std::string& data_note) {
+  const data::Task& task = *l.task;
+  const nn::TransformerOptions& o = l.cfg.model;
+  w.open('{').member("index", index).member("path", l.path).member("task", task.name());
+  w.member("arch", nn::arch_names().name(o.arch)).member("d_model", o.d_model);
+  w.member("objective", task.masked() ? "masked" : task.next_token() ? "causal" : "labels");
+  w.member("text", task.tokenizer() != nullptr).member("seq2seq", task.seq2seq());
+  w.member("tokenizer", task.tokenizer() ? data::name(task.tokenizer()->kind()) : "");
+  w.member("mask_text", task.mask_token() >= 0 ? data::kMaskText : "");
+  w.member("context", task.input_length()).member("input_vocab", task.input_vocab()).member("classes", task.num_classes());
+  w.member("with_data", with_data).member("data_note", data_note);
+  w.member("examples", with_data ? l.data->eval_set().size() : 0);
+  w.member("test_examples", with_data ? l.data->test_set().size() : 0);
+  w.key("layers").open('[');
+  for (auto& [name, mha] : model::attention_layers(*l.model))
+    w.open('{').member("name", name).member("kind", model::attention_kind_name(l.model->attention_kind(*mha)))
+        .member("heads", mha->num_heads()).member("head_dim", mha->head_dim()).member("value_dim", mha->value_dim())
+        .close('}');
+  w.close(']');
+  // The first input a learner sees: the textbook's sentence when the model can read it.
+  w.key("suggestion").open('{');
+  bool found = false;
+  if (task.tokenizer())
+    for (const Suggestion& sg : kSuggestions) {
+      if (sg.tokenizer != task.tokenizer()->kind()) continue;
+      if (!readable(l, sg.text)) continue;
+      w.member("text", sg.text).member("query", sg.query);
+      found = true;
+      break;
+    }
+  if (!found && with_data && l.data->eval_set().size() > 0) w.member("example", std::size_t(0)).member("query", std::size_t(0));
+  w.close('}');
+  // A first pair to patch (kMaskedPairs, kPrefixPairs); for token ids, two held-out examples.
+  w.key("patch").open('{');
+  if (task.tokenizer()) {
+    for (const PatchPair& pp : task.masked() ? kMaskedPairs : kPrefixPairs) {
+      try {
+        model::InputRequest a, b;
+        a.text = pp.clean, b.text = pp.corrupt;
+        a.plain_text = b.plain_text = true;
+        if (model::input_row(l, a).row.inputs.shape()[1] != model::input_row(l, b).row.inputs.shape()[1]) continue;
+        for (const char* t : {pp.answer, pp.wrong})
+          if (*t) model::token_class(task, t, false, "patch");
+      } catch (const ValueError&) {
+        continue;
+      }
+      w.member("clean", pp.clean).member("corrupt", pp.corrupt).member("answer", pp.answer).member("wrong", pp.wrong);
+      break;
+    }
+  } else if (with_data && l.data->eval_set().size() >= 2 && task.seq2seq()) {
+    w.member("clean", "example 0").member("corrupt", "example 1");  // a source and a target: examples only
+  } else if (with_data && l.data->eval_set().size() >= 2) {
+    for (std::size_t e = 0; e < 2; ++e) {
+      const IndexArray& in = l.data->eval_set().inputs;
+      std::string ids;
+      for (std::size_t t = 0; t < in.shape()[1]; ++t) ids += (t ? " " : "") + std::to_string(in(e, t));
+      w.member(e ? "corrupt" : "clean", ids);
+    }
+  }
+  w.close('}');
+  w.close('}');
 }
 
 std::string Studio::models_json() {
@@ -231,67 +292,7 @@ std::string Studio::models_json() {
   for (std::size_t i = 0; i < models_.size(); ++i) {
     ServedModel& s = *models_[i];
     std::lock_guard<std::mutex> lock(s.mutex);
-    const model::LoadedModel& l = s.loaded;
-    const data::Task& task = *l.task;
-    const nn::TransformerOptions& o = l.cfg.model;
-    w.open('{').member("index", i).member("path", l.path).member("task", task.name());
-    w.member("arch", nn::arch_names().name(o.arch)).member("d_model", o.d_model);
-    w.member("objective", task.masked() ? "masked" : task.next_token() ? "causal" : "labels");
-    w.member("text", task.tokenizer() != nullptr).member("seq2seq", task.seq2seq());
-    w.member("tokenizer", task.tokenizer() ? data::name(task.tokenizer()->kind()) : "");
-    w.member("mask_text", task.mask_token() >= 0 ? data::kMaskText : "");
-    w.member("context", task.input_length()).member("input_vocab", task.input_vocab()).member("classes", task.num_classes());
-    w.member("with_data", s.with_data).member("data_note", s.data_note);
-    w.member("examples", s.with_data ? l.data->eval_set().size() : 0);
-    w.member("test_examples", s.with_data ? l.data->test_set().size() : 0);
-    w.key("layers").open('[');
-    for (auto& [name, mha] : model::attention_layers(*l.model))
-      w.open('{').member("name", name).member("kind", model::attention_kind_name(l.model->attention_kind(*mha)))
-          .member("heads", mha->num_heads()).member("head_dim", mha->head_dim()).member("value_dim", mha->value_dim())
-          .close('}');
-    w.close(']');
-    // The first input a learner sees: the textbook's sentence when the model can read it.
-    w.key("suggestion").open('{');
-    bool found = false;
-    if (task.tokenizer())
-      for (const Suggestion& sg : kSuggestions) {
-        if (sg.tokenizer != task.tokenizer()->kind()) continue;
-        if (!readable(l, sg.text)) continue;
-        w.member("text", sg.text).member("query", sg.query);
-        found = true;
-        break;
-      }
-    if (!found && s.with_data && l.data->eval_set().size() > 0) w.member("example", std::size_t(0)).member("query", std::size_t(0));
-    w.close('}');
-    // A first pair to patch (kMaskedPairs, kPrefixPairs); for token ids, two held-out examples.
-    w.key("patch").open('{');
-    if (task.tokenizer()) {
-      for (const PatchPair& pp : task.masked() ? kMaskedPairs : kPrefixPairs) {
-        try {
-          model::InputRequest a, b;
-          a.text = pp.clean, b.text = pp.corrupt;
-          a.plain_text = b.plain_text = true;
-          if (model::input_row(l, a).row.inputs.shape()[1] != model::input_row(l, b).row.inputs.shape()[1]) continue;
-          for (const char* t : {pp.answer, pp.wrong})
-            if (*t) model::token_class(task, t, false, "patch");
-        } catch (const ValueError&) {
-          continue;
-        }
-        w.member("clean", pp.clean).member("corrupt", pp.corrupt).member("answer", pp.answer).member("wrong", pp.wrong);
-        break;
-      }
-    } else if (s.with_data && l.data->eval_set().size() >= 2 && task.seq2seq()) {
-      w.member("clean", "example 0").member("corrupt", "example 1");  // a source and a target: examples only
-    } else if (s.with_data && l.data->eval_set().size() >= 2) {
-      for (std::size_t e = 0; e < 2; ++e) {
-        const IndexArray& in = l.data->eval_set().inputs;
-        std::string ids;
-        for (std::size_t t = 0; t < in.shape()[1]; ++t) ids += (t ? " " : "") + std::to_string(in(e, t));
-        w.member(e ? "corrupt" : "clean", ids);
-      }
-    }
-    w.close('}');
-    w.close('}');
+    model_summary(w, i, s.loaded, s.with_data, s.data_note);
   }
   w.close(']');
   w.member("run", !options_.run_dir.empty());
@@ -301,13 +302,20 @@ std::string Studio::models_json() {
 
 std::string Studio::reload(const std::string& body) {
   const Value v = json::parse(body);
-  Fields f(v, "", {"model"});
+  Fields f(v, "", {"model", "latest"});
   ServedModel& s = model_of(f);
   std::string path;
   bool data = false;
   {
     std::lock_guard<std::mutex> lock(s.mutex);
     path = s.loaded.path, data = s.with_data;
+  }
+  // latest: the run's newest checkpoint, last.h5 (written at every train.checkpoint_every and at
+  // the end; best.h5 may be older), in place of the model's own file. The path is --run's, never
+  // the request's.
+  if (const Value* latest = f.get("latest"); latest && json::boolean(*latest, "latest")) {
+    if (options_.run_dir.empty()) throw RequestError("latest: the newest checkpoint of a run needs qkv serve --run DIR");
+    path = options_.run_dir + "/last.h5";
   }
   if (path.empty()) throw RequestError("model: this model was built in memory, not loaded from a checkpoint: nothing to reload");
   // Loaded whole and verified (checksum, version, finite weights) before anything is replaced: a

@@ -72,36 +72,15 @@ PatchingResult patch_heads(model::TaskModel& model, const data::Task& task, cons
   nn::ActivationCache<float> cache =
       nn::run_with_cache(model.module(), [&] { clean_logits = model.logits(clean).value(); }, {"*." + options.point});
   const Array<float> corrupt_logits = model.logits(corrupt).value();
-  const std::size_t T = clean_logits.shape()[1], C = clean_logits.shape()[2];
 
   PatchingResult r;
   r.clean_tokens = token_labels(task, clean.inputs, 0);
   r.corrupt_tokens = token_labels(task, corrupt.inputs, 0);
   r.point = options.point;
   r.custom_metric = bool(options.metric);
-  r.position = options.position ? *options.position : default_position(task, clean, corrupt, T);
-  if (r.position >= T)
-    field_error("position", "the model's output has " + std::to_string(T) + " positions (0.." + std::to_string(T - 1) + ")",
-                std::to_string(r.position));
-  auto check_class = [&](Index c, const char* what) {
-    if (c < 0 || std::size_t(c) >= C)
-      field_error(what, "the model's output has " + std::to_string(C) + " classes (0.." + std::to_string(C - 1) + ")",
-                  std::to_string(c));
-  };
-  const float* zc = clean_logits.data() + r.position * C;
-  const float* zx = corrupt_logits.data() + r.position * C;
-  r.answer = options.answer ? *options.answer : model::argmax(zc, C);
-  r.wrong = options.wrong ? *options.wrong : model::argmax(zx, C);
-  check_class(r.answer, "answer");
-  check_class(r.wrong, "wrong");
-  if (!options.metric && r.answer == r.wrong)
-    field_error(options.answer && options.wrong ? "wrong" : options.answer ? "answer" : "wrong",
-                std::string(options.answer && options.wrong ? "{answer} and {wrong} are"
-                            : options.answer || options.wrong ? "the given token and the other run's most likely one are"
-                                                              : "the clean and the corrupted input's most likely tokens are") +
-                    " the same, '" + label(task, r.answer) + "' at position " + std::to_string(r.position) +
-                    ": the logit difference would be 0 in every run; name two different tokens as the {answer} and the "
-                    "{wrong} one");
+  const MetricTarget target = metric_target(task, clean, corrupt, clean_logits, corrupt_logits, options);
+  r.position = target.position, r.answer = target.answer, r.wrong = target.wrong;
+  const std::size_t C = clean_logits.shape()[2];
   auto measure = [&](const Array<float>& logits) {
     Measure m;
     if (options.metric) {
@@ -148,18 +127,54 @@ PatchingResult patch_heads(model::TaskModel& model, const data::Task& task, cons
   return r;
 }
 
+MetricTarget metric_target(const data::Task& task, const data::Batch& clean, const data::Batch& corrupt,
+                           const Array<float>& clean_logits, const Array<float>& corrupt_logits,
+                           const PatchingOptions& options) {
+  const std::size_t T = clean_logits.shape()[1], C = clean_logits.shape()[2];
+  MetricTarget r;
+  r.position = options.position ? *options.position : default_position(task, clean, corrupt, T);
+  if (r.position >= T)
+    field_error("position", "the model's output has " + std::to_string(T) + " positions (0.." + std::to_string(T - 1) + ")",
+                std::to_string(r.position));
+  auto check_class = [&](Index c, const char* what) {
+    if (c < 0 || std::size_t(c) >= C)
+      field_error(what, "the model's output has " + std::to_string(C) + " classes (0.." + std::to_string(C - 1) + ")",
+                  std::to_string(c));
+  };
+  r.answer = options.answer ? *options.answer : model::argmax(clean_logits.data() + r.position * C, C);
+  r.wrong = options.wrong ? *options.wrong : model::argmax(corrupt_logits.data() + r.position * C, C);
+  check_class(r.answer, "answer");
+  check_class(r.wrong, "wrong");
+  if (!options.metric && r.answer == r.wrong)
+    field_error(options.answer && options.wrong ? "wrong" : options.answer ? "answer" : "wrong",
+                std::string(options.answer && options.wrong ? "{answer} and {wrong} are"
+                            : options.answer || options.wrong ? "the given token and the other run's most likely one are"
+                                                              : "the clean and the corrupted input's most likely tokens are") +
+                    " the same, '" + label(task, r.answer) + "' at position " + std::to_string(r.position) +
+                    ": the logit difference would be 0 in every run; name two different tokens as the {answer} and the "
+                    "{wrong} one");
+  return r;
+}
+
+PatchInputs patch_inputs(const model::LoadedModel& l, const model::InputRequest& clean, const model::InputRequest& corrupt,
+                         const std::optional<std::size_t>& position, const std::optional<std::string>& answer,
+                         const std::optional<std::string>& wrong, bool ids) {
+  PatchInputs in;
+  with_prefix("clean.", [&] { in.clean = model::input_row(l, clean); });
+  with_prefix("corrupt.", [&] { in.corrupt = model::input_row(l, corrupt); });
+  check_rows(in.clean.row, in.corrupt.row);
+  in.options.position = position;
+  if (answer) in.options.answer = model::token_class(*l.task, *answer, ids, "answer");
+  if (wrong) in.options.wrong = model::token_class(*l.task, *wrong, ids, "wrong");
+  return in;
+}
+
 PatchingResult patch(model::LoadedModel& l, const PatchRequest& q) {
-  model::InputRow clean, corrupt;
-  with_prefix("clean.", [&] { clean = model::input_row(l, q.clean); });
-  with_prefix("corrupt.", [&] { corrupt = model::input_row(l, q.corrupt); });
-  PatchingOptions o;
-  o.position = q.position;
-  if (q.answer) o.answer = model::token_class(*l.task, *q.answer, q.ids, "answer");
-  if (q.wrong) o.wrong = model::token_class(*l.task, *q.wrong, q.ids, "wrong");
-  o.point = q.point;
-  o.metric = q.metric;
-  PatchingResult r = patch_heads(*l.model, *l.task, clean.row, corrupt.row, o);
-  r.clean_note = clean.note, r.corrupt_note = corrupt.note;
+  PatchInputs in = patch_inputs(l, q.clean, q.corrupt, q.position, q.answer, q.wrong, q.ids);
+  in.options.point = q.point;
+  in.options.metric = q.metric;
+  PatchingResult r = patch_heads(*l.model, *l.task, in.clean.row, in.corrupt.row, in.options);
+  r.clean_note = in.clean.note, r.corrupt_note = in.corrupt.note;
   return r;
 }
 

@@ -191,4 +191,22 @@ std::string SnapshotRecorder::resume(const std::string& path, std::int64_t step)
   }
 }
 
+void check_snapshots_fit(const Snapshots& s, model::TaskModel& model) {
+  const auto layers = model::attention_layers(model);
+  if (s.layers.size() != layers.size())
+    throw ValueError("snapshots: the file holds " + std::to_string(s.layers.size()) + " attention layers, the model has " +
+                     std::to_string(layers.size()) + ": snapshots of another model");
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const SnapshotLayer& sl = s.layers[l];
+    const std::size_t H = sl.weights.dimension() == 5 ? sl.weights.shape()[2] : 0;
+    const auto& [name, mha] = layers[l];
+    const model::AttentionKind kind = model.attention_kind(*mha);
+    if (sl.name != name || sl.kind != kind || H != mha->num_heads())
+      throw ValueError("snapshots: layer " + std::to_string(l) + " is " + sl.name + " (" + model::attention_kind_name(sl.kind) +
+                       ", " + std::to_string(H) + " heads), the model's is " + name + " (" +
+                       model::attention_kind_name(kind) + ", " + std::to_string(mha->num_heads()) +
+                       " heads): snapshots of another model");
+  }
+}
+
 }  // namespace qkv::interp

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "qkv/nn/init.hpp"
+#include "qkv/autograd/tape.hpp"
 #include "qkv/ops/elementwise.hpp"
 #include "qkv/ops/matmul.hpp"
 #include "qkv/ops/rope.hpp"
@@ -97,36 +98,82 @@ MultiHeadAttention<T>::MultiHeadAttention(const MultiHeadAttentionOptions& optio
   if (bias && !MetaGuard::active())
     for (auto* l : {w_q.get(), w_k.get(), w_v.get(), w_o.get()}) l->bias.value() = zeros<T>(l->bias.shape());
   for (auto [name, point] : {std::pair{"hook_q", &hook_q}, {"hook_k", &hook_k}, {"hook_v", &hook_v},
-                             {"hook_pattern", &hook_pattern}, {"hook_z", &hook_z}, {"hook_result", &hook_result}})
+                             {"hook_attn_scores", &hook_attn_scores}, {"hook_pattern", &hook_pattern}, {"hook_z", &hook_z},
+                             {"hook_head_result", &hook_head_result}, {"hook_result", &hook_result}})
     *point = this->register_module(name, std::make_shared<HookPoint<T>>());
+}
+
+namespace {
+
+// Each head's own projection of its own input: x (B, H, T, in) -> (B, H, T, D), head h through rows
+// h D .. (h + 1) D of the weight (the split inputs of hook_q_input, ...).
+template <class T>
+Variable<T> project_per_head(const Variable<T>& x, const Linear<T>& w, std::size_t H) {
+  const std::size_t D = w.weight.dim(0) / H, B = x.dim(0), Tn = x.dim(2);
+  std::vector<Variable<T>> heads;
+  for (std::size_t h = 0; h < H; ++h) {
+    const Variable<T> bias = w.bias.defined() ? slice(w.bias, 0, h * D, (h + 1) * D) : Variable<T>();
+    heads.push_back(reshape(linear(select(x, 1, h), slice(w.weight, 0, h * D, (h + 1) * D), bias),
+                            {long(B), 1, long(Tn), long(D)}));
+  }
+  return concat(heads, 1);
+}
+
+}  // namespace
+
+template <class T>
+void MultiHeadAttention<T>::check_inputs(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
+                                         bool per_head) const {
+  const std::size_t E = options_.embed_dim, H = options_.num_heads, n = per_head ? 4 : 3;
+  auto fail = [&](const std::string& why) {
+    throw ShapeError(std::string(kWho) + ": query " + shape_str(query.shape()) + ", key " + shape_str(key.shape()) +
+                     ", value " + shape_str(value.shape()) + ": " + why);
+  };
+  const std::string lead = per_head ? "(B, " + std::to_string(H) + ", " : "(B, ";
+  if (query.ndim() != n || query.dim(-1) != E) fail("expected query " + lead + "Tq, " + std::to_string(E) + ")");
+  if (key.ndim() != n || key.dim(-1) != options_.kdim) fail("expected key " + lead + "Tk, " + std::to_string(options_.kdim) + ")");
+  if (value.ndim() != n || value.dim(-1) != options_.vdim)
+    fail("expected value " + lead + "Tk, " + std::to_string(options_.vdim) + ")");
+  if (per_head && (query.dim(1) != H || key.dim(1) != H || value.dim(1) != H)) fail("expected one input per head on axis 1");
+  if (key.dim(0) != query.dim(0) || value.dim(0) != query.dim(0)) fail("batch sizes differ");
+  if (key.dim(-2) != value.dim(-2)) fail("key and value lengths differ");
 }
 
 template <class T>
 MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& query, const Variable<T>& key,
                                                            const Variable<T>& value,
                                                            const MultiHeadAttentionArgs<T>& args) const {
-  const std::size_t E = options_.embed_dim, H = options_.num_heads;
-  auto fail = [&](const std::string& why) {
-    throw ShapeError(std::string(kWho) + ": query " + shape_str(query.shape()) + ", key " + shape_str(key.shape()) +
-                     ", value " + shape_str(value.shape()) + ": " + why);
-  };
-  if (query.ndim() != 3 || query.dim(2) != E) fail("expected query (B, Tq, " + std::to_string(E) + ")");
-  if (key.ndim() != 3 || key.dim(2) != options_.kdim) fail("expected key (B, Tk, " + std::to_string(options_.kdim) + ")");
-  if (value.ndim() != 3 || value.dim(2) != options_.vdim)
-    fail("expected value (B, Tk, " + std::to_string(options_.vdim) + ")");
-  if (key.dim(0) != query.dim(0) || value.dim(0) != query.dim(0)) fail("batch sizes differ");
-  if (key.dim(1) != value.dim(1)) fail("key and value lengths differ");
-  const std::size_t B = query.dim(0), Tk = key.dim(1);
+  check_inputs(query, key, value, false);
   if (args.cache) return forward_cached(query, key, value, args);
-
+  const std::size_t H = options_.num_heads;
   // (B, T, H*D) -> (B, H, T, D), rotated by position when the layer uses rotary embeddings
   auto heads = [&](const Variable<T>& x, const Linear<T>& w) {
     Variable<T> h = split_heads(w.forward(x), H);
     return options_.rope ? rope(h, args.position, options_.rope_base) : h;
   };
-  Variable<T> q = (*hook_q)(heads(query, *w_q));
-  Variable<T> k = (*hook_k)(heads(key, *w_k));
-  Variable<T> v = (*hook_v)(split_heads(w_v->forward(value), H));
+  return attend(heads(query, *w_q), heads(key, *w_k), split_heads(w_v->forward(value), H), args);
+}
+
+template <class T>
+MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward_per_head(const Variable<T>& query, const Variable<T>& key,
+                                                                    const Variable<T>& value,
+                                                                    const MultiHeadAttentionArgs<T>& args) const {
+  check_inputs(query, key, value, true);
+  if (args.cache) throw ValueError(std::string(kWho) + ": per-head inputs are not for decoding with a KV cache");
+  const std::size_t H = options_.num_heads;
+  auto heads = [&](const Variable<T>& x, const Linear<T>& w) {
+    Variable<T> h = project_per_head(x, w, H);
+    return options_.rope ? rope(h, args.position, options_.rope_base) : h;
+  };
+  return attend(heads(query, *w_q), heads(key, *w_k), project_per_head(value, *w_v, H), args);
+}
+
+template <class T>
+MultiHeadAttentionOutput<T> MultiHeadAttention<T>::attend(const Variable<T>& q_in, const Variable<T>& k_in,
+                                                          const Variable<T>& v_in,
+                                                          const MultiHeadAttentionArgs<T>& args) const {
+  const std::size_t B = q_in.dim(0), Tk = k_in.dim(2), H = options_.num_heads;
+  Variable<T> q = (*hook_q)(q_in), k = (*hook_k)(k_in), v = (*hook_v)(v_in);
 
   AttentionMask<T> mask = args.attn_mask;
   if (!args.key_padding_mask.empty()) {  // one boolean mask: keys allowed by both
@@ -138,11 +185,25 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
   opt.dropout_p = this->is_training() ? options_.dropout : 0.0;
   opt.is_causal = args.is_causal;
   opt.scale = options_.scale;
-  const bool pattern_hooked = hook_pattern->has_forward_hooks();
+  const bool pattern_hooked = hook_pattern->has_forward_hooks(), exact = DifferentiableHooks::active();
   opt.need_weights = args.need_weights || pattern_hooked;
-  opt.impl = options_.impl;
+  // With DifferentiableHooks a hooked pattern is part of the graph (the fused kernel's weights are
+  // a detached copy): gradients reach q and k through it.
+  opt.impl = pattern_hooked && exact ? AttentionImpl::Composite : options_.impl;
   opt.generator = generator_;
-  AttentionOutput<T> att = scaled_dot_product_attention(q, k, v, mask, opt);
+  AttentionOutput<T> att;
+  bool scores_replaced = false;
+  if (hook_attn_scores->has_forward_hooks()) {  // the composite attention, which has the scores
+    const ScoresHook<T> on_scores = [&](const Variable<T>& s) {
+      Variable<T> r = (*hook_attn_scores)(s);
+      scores_replaced = r.id() != s.id();
+      return r;
+    };
+    att = scaled_dot_product_attention(q, k, v, mask, opt, on_scores);
+  }
+  // Observed only: the layer's own computation, bit for bit as without the hook.
+  if (!att.output.defined() || (!scores_replaced && !exact && opt.impl != AttentionImpl::Composite))
+    att = scaled_dot_product_attention(q, k, v, mask, opt);
   Variable<T> z = att.output;
   if (pattern_hooked) {
     Variable<T> pattern = (*hook_pattern)(att.weights);
@@ -154,10 +215,26 @@ MultiHeadAttentionOutput<T> MultiHeadAttention<T>::forward(const Variable<T>& qu
     }
     att.weights = pattern;
   }
+  z = (*hook_z)(z);
 
-  // (B, H, Tq, D) -> (B, Tq, H*D) -> (B, Tq, E)
+  // (B, H, Tq, Dv) -> (B, Tq, H*Dv) -> (B, Tq, E). With hook_head_result hooked, each head's share
+  // of it, result_h = z_h W_o[:, h Dv .. (h + 1) Dv]^T (B, H, Tq, E); the output is their sum over
+  // h plus the bias when the hook replaced them (or with DifferentiableHooks), else the usual product.
   MultiHeadAttentionOutput<T> out;
-  out.output = (*hook_result)(w_o->forward(merge_heads((*hook_z)(z))));
+  Variable<T> merged;
+  if (hook_head_result->has_forward_hooks()) {
+    const std::size_t Dv = value_dim_, Tq = z.dim(2), E = options_.embed_dim;
+    std::vector<Variable<T>> parts;
+    for (std::size_t h = 0; h < H; ++h)
+      parts.push_back(reshape(linear(select(z, 1, h), slice(w_o->weight, 1, h * Dv, (h + 1) * Dv)),
+                              {long(B), 1, long(Tq), long(E)}));
+    const Variable<T> results = concat(parts, 1), hooked = (*hook_head_result)(results);
+    if (exact || hooked.id() != results.id()) {
+      const Variable<T> summed = sum(hooked, {1});
+      merged = w_o->bias.defined() ? add(summed, w_o->bias) : summed;
+    }
+  }
+  out.output = (*hook_result)(merged.defined() ? merged : w_o->forward(merge_heads(z)));
   if (args.need_weights) out.weights = args.average_attn_weights ? mean(att.weights, {1}) : att.weights;
   return out;
 }

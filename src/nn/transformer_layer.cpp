@@ -1,6 +1,7 @@
 #include "qkv/nn/transformer_layer.hpp"
 
 #include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/shape.hpp"
 
 namespace qkv::nn {
 
@@ -53,6 +54,49 @@ TransformerEncoderLayer<T>::TransformerEncoderLayer(const TransformerLayerOption
   if (auto n = make_norm<T>(options)) norm1 = this->register_module("norm1", n);
   if (auto n = make_norm<T>(options); n && !options.attn_only) norm2 = this->register_module("norm2", n);
   drop1 = this->register_module("drop1", std::make_shared<Dropout<T>>(options.dropout));
+  std::vector<std::pair<const char*, std::shared_ptr<HookPoint<T>>*>> points = {
+      {"hook_resid_pre", &hook_resid_pre}, {"hook_q_input", &hook_q_input}, {"hook_k_input", &hook_k_input},
+      {"hook_v_input", &hook_v_input}};
+  if (ff) points.insert(points.end(), {{"hook_resid_mid", &hook_resid_mid}, {"hook_mlp_in", &hook_mlp_in}, {"hook_mlp_out", &hook_mlp_out}});
+  points.push_back({"hook_resid_post", &hook_resid_post});
+  for (auto [name, point] : points) *point = this->register_module(name, std::make_shared<HookPoint<T>>());
+}
+
+namespace {
+// x (B, T, C) as H copies (B, H, T, C): the inputs of the heads, one each (split inputs).
+template <class T>
+Variable<T> per_head_copies(const Variable<T>& x, std::size_t H) {
+  const Variable<T> one = reshape(x, {long(x.dim(0)), 1, long(x.dim(1)), long(x.dim(2))});
+  return concat(std::vector<Variable<T>>(H, one), 1);
+}
+}  // namespace
+
+template <class T>
+Variable<T> TransformerEncoderLayer<T>::attention(const Variable<T>& x, const MultiHeadAttentionArgs<T>& args) const {
+  auto whole = [&] {
+    const Variable<T> h = options_.norm_first ? norm(norm1, x) : x;
+    return attn->forward(h, h, h, args).output;
+  };
+  if (!(hook_q_input->has_forward_hooks() || hook_k_input->has_forward_hooks() || hook_v_input->has_forward_hooks()))
+    return whole();
+  // Split inputs: every head reads its own copy of the stream (normalised by norm1 per copy in
+  // pre-LN), so a hook changes what one head's query, key or value reads and nothing else. Copies
+  // that were only observed leave the layer's usual path (bit for bit), unless DifferentiableHooks.
+  const std::size_t H = attn->num_heads();
+  const Variable<T> copies = per_head_copies(x, H);
+  const Variable<T> xq = (*hook_q_input)(copies), xk = (*hook_k_input)(copies), xv = (*hook_v_input)(copies);
+  const bool replaced = xq.id() != copies.id() || xk.id() != copies.id() || xv.id() != copies.id();
+  if (!replaced && !DifferentiableHooks::active()) return whole();
+  auto normed = [&](const Variable<T>& c) { return options_.norm_first ? norm(norm1, c) : c; };
+  return attn->forward_per_head(normed(xq), normed(xk), normed(xv), args).output;
+}
+
+template <class T>
+Variable<T> TransformerEncoderLayer<T>::mlp(const Variable<T>& y) const {
+  const Variable<T> in = (*hook_mlp_in)(y);  // an identity: the residual path below reads y itself
+  const Variable<T> h = options_.norm_first ? norm(norm2, in) : in;
+  // y + ff(h), the dropout and the add fused, unless the MLP's own output is hooked.
+  return hook_mlp_out->has_forward_hooks() ? add(y, (*hook_mlp_out)(ff->forward(h))) : ff->forward_add(y, h);
 }
 
 template <class T>
@@ -63,13 +107,13 @@ Variable<T> TransformerEncoderLayer<T>::forward(const Variable<T>& x, const KeyP
   args.is_causal = is_causal;
   args.cache = cache;
   // Residual adds: x + drop1(attention), y + ff(...), each dropout fused into its add.
-  auto sa = [&](const Variable<T>& h) { return attn->forward(h, h, h, args).output; };
-  if (options_.norm_first) {
-    Variable<T> y = drop1->forward_add(x, sa(norm(norm1, x)));
-    return this->hooked(ff ? ff->forward_add(y, norm(norm2, y)) : y);
-  }
-  Variable<T> y = norm(norm1, drop1->forward_add(x, sa(x)));
-  return this->hooked(ff ? norm(norm2, ff->forward_add(y, y)) : y);
+  const Variable<T> r = (*hook_resid_pre)(x);
+  Variable<T> y = drop1->forward_add(r, attention(r, args));
+  if (!options_.norm_first) y = norm(norm1, y);
+  if (!ff) return this->hooked((*hook_resid_post)(y));
+  y = (*hook_resid_mid)(y);
+  const Variable<T> out = mlp(y);
+  return this->hooked((*hook_resid_post)(options_.norm_first ? out : norm(norm2, out)));
 }
 
 template <class T>

@@ -94,12 +94,10 @@ AttentionOutput<T> fused(const Variable<T>& q, const Variable<T>& k, const Varia
   return result;
 }
 
-// The reference: the formula written with engine ops, every intermediate a (B, H, Tq, Tk) tensor
-// of the graph.
+// The reference, written with engine ops (every intermediate a (B, H, Tq, Tk) tensor of the graph).
 template <class T>
-AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
-                             const AttentionMask<T>& mask, const AttentionOptions& opt,
-                             const Dims& n, T scale) {
+Variable<T> masked_scores(const Variable<T>& q, const Variable<T>& k, const AttentionMask<T>& mask,
+                          const AttentionOptions& opt, const Dims& n, T scale, const ScoresHook<T>& on_scores) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   Variable<T> scores = mul_scalar(matmul(q, transpose(k, -2, -1)), scale);
   if (mask.bias()) scores = add(scores, Variable<T>(*mask.bias()));
@@ -110,7 +108,14 @@ AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const V
       for (std::size_t j = 0; j < n.Tk; ++j) future(i, j) = j > i + opt.causal_offset;
     scores = masked_fill(scores, future, kNegInf);
   }
-  Variable<T> weights = softmax(scores, -1);
+  return on_scores ? on_scores(scores) : scores;
+}
+
+template <class T>
+AttentionOutput<T> composite(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
+                             const AttentionMask<T>& mask, const AttentionOptions& opt,
+                             const Dims& n, T scale, const ScoresHook<T>& on_scores) {
+  Variable<T> weights = softmax(masked_scores(q, k, mask, opt, n, scale, on_scores), -1);
   if (opt.dropout_p > 0)
     weights =
         dropout(weights, opt.dropout_p, true, opt.generator ? *opt.generator : default_generator());
@@ -150,15 +155,15 @@ kernels::Strides4 mask_strides(const Shape& shape, const Shape& target, const st
 template <class T>
 AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k,
                                                 const Variable<T>& v, const AttentionMask<T>& mask,
-                                                const AttentionOptions& options) {
+                                                const AttentionOptions& options, const ScoresHook<T>& on_scores) {
   const Dims n = check_shapes(q, k, v);
   kernel_masks(mask, options.is_causal, options.causal_offset, n);  // validates the mask shapes
   if (!(options.dropout_p >= 0.0 && options.dropout_p < 1.0))
     throw ValueError(std::string(kOp) + ": dropout_p must be in [0, 1), got " +
                      std::to_string(options.dropout_p));
   const T scale = options.scale ? T(*options.scale) : T(1.0 / std::sqrt(double(n.D)));
-  return options.impl == AttentionImpl::Fused ? fused(q, k, v, mask, options, n, scale)
-                                              : composite(q, k, v, mask, options, n, scale);
+  return options.impl == AttentionImpl::Fused && !on_scores ? fused(q, k, v, mask, options, n, scale)
+                                                            : composite(q, k, v, mask, options, n, scale, on_scores);
 }
 
 template <class T>
@@ -195,11 +200,11 @@ template AttentionOutput<float> scaled_dot_product_attention(const Variable<floa
                                                              const Variable<float>&,
                                                              const Variable<float>&,
                                                              const AttentionMask<float>&,
-                                                             const AttentionOptions&);
+                                                             const AttentionOptions&, const ScoresHook<float>&);
 template AttentionOutput<double> scaled_dot_product_attention(const Variable<double>&,
                                                               const Variable<double>&,
                                                               const Variable<double>&,
                                                               const AttentionMask<double>&,
-                                                              const AttentionOptions&);
+                                                              const AttentionOptions&, const ScoresHook<double>&);
 
 }  // namespace qkv

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "constructed.hpp"
 #include "qkv/interp/snapshots.hpp"
 #include "qkv/io/checkpoint.hpp"
 #include "qkv/io/io_error.hpp"
@@ -142,6 +143,21 @@ TEST_CASE("snapshots: the recorder keeps the model's mode, wants increasing step
                        doctest::Contains("snapshot_examples"), config::ConfigError);
   CHECK_THROWS_WITH_AS(test::tiny_config(dir, {"train.snapshot_examples=0"}), doctest::Contains("snapshot_examples"),
                        config::ConfigError);
+}
+
+TEST_CASE("snapshots: those of this model fit it, those of another model are refused naming the layer") {
+  test::Constructed m = test::constructed_decoder();
+  const data::Batch b = test::previous_token_batch(2, m.T, m.V, 5);
+  interp::SnapshotRecorder rec(*m.model, *m.task, b);
+  rec.record(0);
+  CHECK_NOTHROW(interp::check_snapshots_fit(rec.snapshots(), *m.model));
+  interp::Snapshots other = rec.snapshots();
+  other.layers[0].name = "blocks.9.attn";
+  CHECK_THROWS_WITH_AS(interp::check_snapshots_fit(other, *m.model),
+                       doctest::Contains("layer 0 is blocks.9.attn (causal, 2 heads), the model's is blocks.0.attn"), ValueError);
+  other = rec.snapshots();
+  other.layers.pop_back();
+  CHECK_THROWS_WITH_AS(interp::check_snapshots_fit(other, *m.model), doctest::Contains("snapshots of another model"), ValueError);
 }
 
 }  // namespace qkv

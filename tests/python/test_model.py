@@ -23,8 +23,11 @@ def test_load_gives_the_config_the_vocabulary_and_the_hook_points(grammar):
     assert m.attention_layers == [
         {"name": f"blocks.{i}.attn", "index": i, "kind": "self", "heads": 4, "head_dim": 8, "value_dim": 8}
         for i in range(2)]
-    points = ["hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z", "hook_result"]
-    assert m.hook_names == [f"blocks.{i}.attn.{p}" for i in range(2) for p in points]
+    attn = ["hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z", "hook_head_result",
+            "hook_result"]
+    block = ["hook_resid_pre", "hook_q_input", "hook_k_input", "hook_v_input", "hook_resid_mid", "hook_mlp_in",
+             "hook_mlp_out", "hook_resid_post"]
+    assert m.hook_names == [f"blocks.{i}.{p}" for i in range(2) for p in [f"attn.{a}" for a in attn] + block]
     assert "blocks.0" in m.module_names and "blocks.0.attn.hook_z" not in m.module_names
     sd = m.state_dict()
     assert sd["blocks.0.attn.w_q.weight"].shape == (32, 32) and not sd["blocks.0.attn.w_q.weight"].flags.writeable
@@ -49,7 +52,10 @@ def test_the_cache_holds_every_hook_point_with_its_documented_shape(grammar):
     logits, cache = m.run_with_cache(SENTENCE)
     T, H, D, C = 6, 4, 8, 32
     assert logits.shape == (1, T, m.num_classes) and logits.dtype == np.float32
-    assert list(cache) == m.hook_names  # in the order the forward pass produced them
+    assert sorted(cache) == sorted(m.hook_names)
+    order = list(cache)  # in the order the forward pass produced them
+    assert order.index("blocks.0.hook_resid_pre") < order.index("blocks.0.attn.hook_q") < \
+        order.index("blocks.0.hook_resid_mid") < order.index("blocks.0.hook_resid_post") < order.index("blocks.1.attn.hook_q")
     for i in range(2):
         a = f"blocks.{i}.attn."
         assert cache[a + "hook_q"].shape == (1, H, T, D)
@@ -58,6 +64,12 @@ def test_the_cache_holds_every_hook_point_with_its_documented_shape(grammar):
         assert cache[a + "hook_pattern"].shape == (1, H, T, T)
         assert cache[a + "hook_z"].shape == (1, H, T, D)
         assert cache[a + "hook_result"].shape == (1, T, C)
+        assert cache[a + "hook_attn_scores"].shape == (1, H, T, T)
+        assert cache[a + "hook_head_result"].shape == (1, H, T, C)
+        for p in ("q_input", "k_input", "v_input"):
+            assert cache[f"blocks.{i}.hook_{p}"].shape == (1, H, T, C)
+        for p in ("resid_pre", "resid_mid", "resid_post", "mlp_in", "mlp_out"):
+            assert cache[f"blocks.{i}.hook_{p}"].shape == (1, T, C)
         np.testing.assert_allclose(cache[a + "hook_pattern"].sum(-1), 1, rtol=1e-5)
     assert cache["pattern", 1] is cache["blocks.1.attn.hook_pattern"]
     assert cache["hook_z", 0] is cache["blocks.0.attn.hook_z"]

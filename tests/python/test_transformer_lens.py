@@ -103,12 +103,10 @@ def test_the_hooks_context_removes_its_hooks_at_the_end_even_on_an_error(grammar
 
 
 @pytest.mark.parametrize("theirs, ours", [
-    ("blocks.1.hook_resid_post", "blocks.1"),
-    ("blocks.1.hook_resid_pre", "blocks.0"),
-    ("blocks.0.hook_resid_pre", "pos"),
     ("blocks.0.hook_attn_out", "blocks.0.attn.hook_result"),
-    ("blocks.1.hook_mlp_out", "blocks.1.ff"),
+    ("blocks.1.hook_attn_out", "blocks.1.attn.hook_result"),
     ("hook_embed", "tok_emb"),
+    ("hook_pos_embed", "pos"),
 ])
 def test_transformer_lens_names_get_qkvs_name(grammar, theirs, ours):
     assert ours in grammar.module_names + grammar.hook_names
@@ -121,19 +119,27 @@ def test_transformer_lens_names_get_qkvs_name(grammar, theirs, ours):
         grammar.add_hook(theirs, lambda a, h: None)
 
 
-def test_qkvs_names_hold_what_the_hints_say(grammar):
-    """TransformerLens's resid_post = resid_pre + attn_out + mlp_out in a pre-LN block, with qkv's
-    names: blocks.L = (blocks.L-1, or pos for L = 0) + blocks.L.attn.hook_result + blocks.L.ff."""
+def test_the_residual_stream_has_transformer_lens_names_and_adds_up(grammar):
+    """In a pre-LN block, resid_mid = resid_pre + attn.hook_result and resid_post = resid_mid +
+    hook_mlp_out; resid_post is the block's output, resid_pre of block 0 what the embeddings give,
+    resid_pre of block L the output of block L-1, hook_mlp_out the feed-forward's output, and
+    softmax(hook_attn_scores) over the keys is hook_pattern."""
     assert grammar.config["model"]["norm_first"] is True
-    _, c = grammar.run_with_cache(SENTENCE, names_filter=["pos", "blocks.0", "blocks.1", "blocks.0.attn.hook_result",
-                                                          "blocks.1.attn.hook_result", "blocks.0.ff", "blocks.1.ff"])
-    for layer, before in ((0, "pos"), (1, "blocks.0")):
+    _, c = grammar.run_with_cache(SENTENCE, names_filter=grammar.hook_names + ["emb_drop", "blocks.0", "blocks.1",
+                                                                               "blocks.0.ff", "blocks.1.ff"])
+    for layer in (0, 1):
         b = f"blocks.{layer}"
-        assert c[b].shape == c[before].shape == (1, 6, 32)
-        np.testing.assert_allclose(c[b], c[before] + c[b + ".attn.hook_result"] + c[b + ".ff"], atol=2e-5)
-    assert np.abs(c["blocks.1.ff"]).max() > 1e-3  # the sum is not carried by one term alone
-    with pytest.raises(ValueError, match="hook_attn_scores' is TransformerLens's name: qkv records the weights"):
-        grammar.run_with_cache(SENTENCE, names_filter="blocks.0.attn.hook_attn_scores")
+        pre, mid, post = (c[f"{b}.hook_resid_{p}"] for p in ("pre", "mid", "post"))
+        assert pre.shape == mid.shape == post.shape == (1, 6, 32)
+        np.testing.assert_allclose(mid, pre + c[b + ".attn.hook_result"], atol=2e-5)
+        np.testing.assert_allclose(post, mid + c[b + ".hook_mlp_out"], atol=2e-5)
+        np.testing.assert_array_equal(post, c[b])
+        np.testing.assert_array_equal(c[b + ".hook_mlp_out"], c[b + ".ff"])
+        np.testing.assert_array_equal(pre, c["emb_drop"] if layer == 0 else c["blocks.0.hook_resid_post"])
+        scores = c[b + ".attn.hook_attn_scores"]
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        np.testing.assert_allclose(e / e.sum(-1, keepdims=True), c[b + ".attn.hook_pattern"], atol=1e-6)
+        assert np.abs(c[b + ".hook_mlp_out"]).max() > 1e-3  # the sums are not carried by one term alone
 
 
 def test_transformer_lens_layouts_are_views_and_the_per_head_result_sums_to_hook_result(grammar):

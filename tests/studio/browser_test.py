@@ -7,16 +7,23 @@ its numbers checked against the qkv command's on the same checkpoint.
 1. Trains two tiny models (a masked encoder of the Chinese grammar with snapshots, and a decoder
    on token ids), serves both with --run on the first, and opens the page.
 2. The first view is the textbook's: 猫喜欢追逐老鼠, query 追, in the head that puts the most weight
-   on 猫 and 老鼠; the step-by-step numbers in the DOM equal `qkv explain --json`'s.
+   on 猫 and 老鼠; the opening sentence gives each of 猫, 老, 鼠 its own weight, those of
+   `qkv explain --json`; the step-by-step numbers in the DOM equal `qkv explain --json`'s; the label
+   on each head's square is `qkv heads --json`'s.
 3. Types a sentence (Input.insertText, one character per keystroke; the redraw latency of each is
    printed), clicks a query token and a head with the real mouse: the numbers again equal
-   `qkv explain --json`'s; clicks a token to hide it: the fills equal `qkv fill`'s.
+   `qkv explain --json`'s; the row-per-head view of that query holds the float32 weights of
+   /api/analyze, exactly; clicks a token to hide it: the fills equal `qkv fill`'s, with the
+   warning that the model is unsure exactly when the top fill's p is below 0.1.
 4. Removes a head with its switch: the held-out loss and accuracy equal `qkv ablate --heads`'s.
 5. Patching: types a clean and a corrupted input, clicks "Patch every head": every head's share
    equals `qkv patch --json`'s; clicking a head shows its numbers.
-6. A character outside the vocabulary: the server's message naming input.text is shown.
-7. 中文: the page's words switch, and the Chinese tokens render as glyphs (not tofu).
-8. Training: the loss curves and the snapshot grid are drawn; the slider changes the step.
+6. A character outside the vocabulary: the server's message naming input.text is shown; an empty
+   input says so, and the grid goes.
+7. 中文: the page's words switch (an empty input and an error too), and the Chinese tokens render
+   as glyphs (not tofu).
+8. Training: the loss curves and the snapshot grid are drawn; the slider changes the step; the
+   button loads the run's newest checkpoint (last.h5) into "look inside".
 9. The second model (token ids): typed ids give the next-token distribution.
 10. No error from the page: console errors, exceptions, failed requests other than the one
     deliberate 400 of step 6.
@@ -24,9 +31,11 @@ Exit 0 when every check passed. Needs Debian's chromium and fonts-wqy-microhei, 
 with matplotlib (tests/viewer/browser_test.py, whose DevTools client this reuses).
 """
 import argparse
+import base64
 import importlib.util
 import json
 import re
+import struct
 import shutil
 import sys
 import time
@@ -143,8 +152,24 @@ def run(a, check):
         check("the walk starts at query 追 in the head that looks most at 猫 and 老鼠",
               sel == {"layer": best[1], "head": best[2], "query": 3},
               f"page: {sel['layer']}.{sel['head']}, qkv explain: {best[1]}.{best[2]} ({100 * best[0]:.0f}%)")
-        intro = page.eval("document.getElementById('step-intro').textContent")
+        intro = page.eval("document.getElementById('intro').textContent")
         check("the textbook's words are on screen", "猫喜欢追逐老鼠" in intro and f"{best[1]}.{best[2]}" in intro, intro[:80])
+        # each token named with its own weight: 84.4% on 猫, 7.2% on 鼠, 0.1% on 老 (largest first)
+        said = re.findall(r"(\d+\.\d)% on (\S)", intro)
+        keys = next(e for e in cli_all if (e["layer_index"], e["head"]) == (best[1], best[2]))["keys"]
+        exact = sorted(((k["weight"], k["token"]) for k in keys if k["key"] in (0, 5, 6)), key=lambda x: -x[0])
+        check("the opening sentence gives each of 猫, 老, 鼠 its own weight, qkv explain's (largest first)",
+              [t for _, t in said] == [t for _, t in exact] and
+              all(abs(float(p) - 100 * w) <= 0.05 + 1e-4 for (p, _), (w, _) in zip(said, exact)),
+              f"page {said}, qkv explain {[(round(100 * w, 2), t) for w, t in exact]}")
+        # the label on each square is qkv heads'
+        heads = su.cli(a.qkv, "heads", g, "--json", json_out=True)
+        page.wait_for("qkvStudio.state().labels !== null", 30)
+        shown = page.eval("[...document.querySelectorAll('#grid .cell[data-label]')].map((c) => "
+                          "[+c.dataset.layer, +c.dataset.head, c.querySelector('.hl').textContent])")
+        want = [[h["layer_index"], h["head"], h["label"]] for h in heads["heads"]]
+        check("the label on each head's square is qkv heads --json's", sorted(shown) == sorted(want) and len(want) == 8,
+              f"page {shown}, qkv heads {want}")
         compare_explain(check, page, a.qkv, g, TEXTBOOK, sel["layer"], sel["head"], 3, "textbook view")
         check("six steps drawn (q, k and q.k, scale, mask, softmax, weighted sum)",
               page.eval("document.querySelectorAll('#step-body .step').length") == 6 and
@@ -181,6 +206,26 @@ def run(a, check):
         click(page, "#grid .cell[data-layer='1'][data-head='2'] canvas")
         check("clicking a head's square explains that head", wait_explain(page, 1, 2, 2))
         compare_explain(check, page, a.qkv, g, sentence, 1, 2, 2, "head 1.2 clicked")
+        # where does 吃 look, in every head: the rows are /api/analyze's float32 weights, exactly
+        client = su.Client(server)
+        status, analysis, _ = client.post("/api/analyze", {"model": 0, "input": {"text": sentence}})
+        client.close()
+        rows = page.eval("""(() => { const t = document.getElementById('rows');
+          return {query: +t.dataset.query, rows: [...t.querySelectorAll('tr[data-layer]')].map((tr) =>
+            [+tr.dataset.layer, +tr.dataset.head, [...tr.querySelectorAll('td')].map((td) => td.dataset.v)])}; })()""")
+        same, n = status == 200 and rows["query"] == 2 and len(rows["rows"]) == 8, 0
+        for l, h, cells in rows["rows"]:
+            layer = analysis["layers"][l]
+            Tk = len(layer["key_tokens"])
+            w = struct.unpack(f"<{len(layer['query_tokens']) * Tk}f", base64.b64decode(layer["weights"][h]))[2 * Tk:3 * Tk]
+            same &= [float(v) for v in cells] == list(w)
+            n += len(cells)
+        check("where does 吃 look, in every head: a row per head, the weights of /api/analyze to the bit", same,
+              f"query {rows['query']}, {len(rows['rows'])} heads, {n} weights")
+        marked = page.eval("[...document.querySelectorAll('#rows tr.sel')].map((r) => r.dataset.layer + '.' + r.dataset.head)")
+        check("the selected head's row is marked, its weights drawn with the tokens as labels",
+              marked == ["1.2"] and page.eval("document.querySelectorAll('#hm-keys span').length") == len(sentence) + 1,
+              f"marked {marked}")
 
         # hide 吃 behind [MASK] by clicking its token: the fills are qkv fill's
         click(page, "#tokens .tok[data-i='2']")
@@ -195,6 +240,10 @@ def run(a, check):
               f"page {fills[:3]}..., qkv fill {want[:3]}...")
         loss = page.eval("document.getElementById('loss').dataset.loss")
         check("the loss scores the hidden token", loss != "" and float(loss) > 0, f"loss {loss}")
+        top = page.eval("qkvStudio.state().answer.fills[0].top[0].p")
+        warned = page.eval("document.querySelectorAll('#answer .fill .warn').length")
+        check("an unsure fill (top p below 0.1) says so, a sure one does not", warned == (1 if top < 0.1 else 0),
+              f"top p {top:.4f}, {warned} warning")
         click(page, "#tokens .tok[data-i='2']")  # back
         wait_drawn(page)
 
@@ -251,26 +300,42 @@ def run(a, check):
         err = page.eval("document.getElementById('input-error').textContent")
         check("a character outside the vocabulary: the server's message naming input.text",
               "input.text" in err and "Ω" in err, err[:120])
+        check("the grid of an input that cannot be read is not left on screen",
+              page.eval("document.querySelectorAll('#grid .cell').length") == 0)
+        type_text(page, "#text", "")
+        wait_drawn(page)
+        empty = page.eval("(() => { const e = document.getElementById('input-empty'); return e.hidden ? '' : e.textContent; })()")
+        check("an empty input says so on the page", empty.startswith("Nothing to look at yet") and
+              page.eval("document.getElementById('input-error').hidden"), empty)
         type_text(page, "#text", TEXTBOOK)
         wait_drawn(page)
         check("the message goes once the input is right",
-              page.eval("document.getElementById('input-error').hidden"))
+              page.eval("document.getElementById('input-error').hidden && document.getElementById('input-empty').hidden"))
 
         # 7. 中文
         click(page, "#langs button[data-lang='zh']")
         check("中文: the page's words switch", page.eval("document.querySelector(\"#tabs button[data-tab='look']\")"
                                                          ".textContent") == "看注意力" and
               "一步一步" in page.eval("document.querySelector('#steps .ptitle').textContent"))
-        glyph_js = bt.GLYPH_JS.replace("document.querySelector('#lv .tok .t') || document.querySelector('#tokens .tk')",
-                                       "document.querySelector('#tokens .tok')")
         chars = bt.han_chars(TEXTBOOK)
-        r = page.eval(f"({glyph_js})({json.dumps(chars)})")
+        r = page.eval(f"({bt.GLYPH_JS})({json.dumps(chars)})")
         real = [c["ch"] for c in r["chars"] if c["ink"] >= 15 and c["vsTofu"] >= 15 and c["vsOthers"] >= 10]
         check("Chinese tokens render as distinct glyphs, not tofu", len(real) == len(chars) and r["wqyInstalled"],
               f"{len(real)}/{len(chars)} real glyphs in {r['family'][:60]}...; WenQuanYi installed: {r['wqyInstalled']}")
         if shots:
             page.wait_for("qkvStudio.state().explain", 20)
             page.screenshot(save=str(shots / "look-zh.png"))
+        type_text(page, "#text", "")
+        wait_drawn(page)
+        empty = page.eval("document.getElementById('input-empty').textContent")
+        check("中文: an empty input says so in Chinese", empty.startswith("还没有可看的"), empty)
+        type_text(page, "#text", "我爱Ω")
+        wait_drawn(page)
+        err = page.eval("document.getElementById('input-error').textContent")
+        check("中文: an error says so in Chinese, with the server's words naming the field",
+              err.startswith("模型读不了这个输入") and "input.text" in err, err[:80])
+        type_text(page, "#text", TEXTBOOK)
+        wait_drawn(page)
         click(page, "#langs button[data-lang='en']")
 
         # 8. training, live
@@ -286,6 +351,17 @@ def run(a, check):
         if shots:
             page.screenshot(save=str(shots / "train.png"))
         click(page, "#tabs button[data-tab='look']")
+        # the run's newest checkpoint, into "look inside"
+        check("with --run, the button to look at the newest checkpoint is there",
+              page.eval("!document.getElementById('newest-box').hidden"))
+        click(page, "#newest")
+        ok = page.wait_for("qkvStudio.state().newest.endsWith('/last.h5')", 60)
+        wait_drawn(page)
+        st = page.eval("qkvStudio.state()")
+        path = page.eval("document.getElementById('model').selectedOptions[0].title")
+        check("the button reloads the run's last.h5 and draws the grid again", ok and path.endswith("gzh/last.h5") and
+              st["tokens"] and "".join(st["tokens"]).startswith(TEXTBOOK),
+              f"{st['newest']}; the page shows {path}")
 
         # 9. the second model: token ids, a decoder
         page.eval("(() => { const s = document.getElementById('model'); s.value = '1';"
@@ -301,8 +377,8 @@ def run(a, check):
         errors = page.page_errors()
         unexpected = [e for e in errors if not ("status of 400" in e and "/api/analyze" in e)]
         deliberate = len(errors) - len(unexpected)
-        check("no error from the page (but the one deliberate 400 of the unknown character)",
-              not unexpected and not page.eval("qkvStudio.errors.length") and deliberate == 1,
+        check("no error from the page (but the two deliberate 400s of the unknown character)",
+              not unexpected and not page.eval("qkvStudio.errors.length") and deliberate == 2,
               "; ".join(unexpected[:3]) or f"{deliberate} 400 response(s) to /api/analyze")
     finally:
         page.close()

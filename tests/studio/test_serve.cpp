@@ -14,6 +14,7 @@
 #include "fuzz/serve_target.hpp"
 #include "qkv/interp/ablation.hpp"
 #include "qkv/interp/explain.hpp"
+#include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/patching.hpp"
 #include "test_util.hpp"
 
@@ -312,6 +313,24 @@ TEST_CASE("studio: held-out metrics and patching equal qkv ablate's and qkv patc
       s, "/api/patch", R"({"model": 1, "clean": {"ids": [1, 2, 3, 4]}, "corrupt": {"ids": [1, 6, 3, 4]}, "position": 1, "answer": 2, "wrong": 6})");
   REQUIRE(p.status == 200);
   CHECK(p.body.find("\"patching\":" + expected) != std::string::npos);
+}
+
+TEST_CASE("studio: head scores and labels equal qkv heads' numbers, and the newest checkpoint needs --run") {
+  app::Studio s = fuzz::make_studio();
+  auto models = fuzz::studio_models();
+  const app::StudioResponse r = post(s, "/api/heads", R"({"model": 0, "examples": 8})");
+  REQUIRE(r.status == 200);
+  interp::HeadsRequest request;
+  request.examples = 8;
+  CHECK(without_ms(r.body) + "}" == interp::to_json(interp::heads(models[0]->loaded, request)));
+  const Value v = json::parse(r.body);
+  CHECK(v.find("heads")->items.size() == 4);  // 2 layers x 2 heads
+  CHECK(v.find("heads")->items[0].find("label")->kind == Value::Kind::String);
+  CHECK(error_of(post(s, "/api/heads", R"({"examples": 0})"), 400) == "examples: expected a whole number in [1, 1024], found 0");
+  CHECK(error_of(post(s, "/api/heads", R"({"exmaples": 8})"), 400).find("did you mean 'examples'") != std::string::npos);
+  CHECK(error_of(post(s, "/api/reload", R"({"latest": true})"), 400) ==
+        "latest: the newest checkpoint of a run needs qkv serve --run DIR");
+  CHECK(error_of(post(s, "/api/reload", R"({"latest": 1})"), 400).find("latest") == 0);
 }
 
 TEST_CASE("studio: requests from parallel clients give the answers of the same requests one at a time") {

@@ -9,7 +9,9 @@
   the corner brackets 「」 of other locales;
 - every Chinese string that is prose holds Chinese characters (a string left in English is a
   string not written), except the formula labels listed in FORMULAS;
-- the English uses typographic quotes as well (“”, ’), so that the two read alike.
+- the English uses typographic quotes as well (“”, ’), so that the two read alike;
+- the words of REQUIRED (the empty input, errors, an unsure model, labels, the views of one query
+  and one head, the newest checkpoint, the saved page) are there in both languages.
 --self-test: the checks catch a table with each of these faults.
 Exit 0 when every check passed.
 """
@@ -17,8 +19,14 @@ import re
 import sys
 from pathlib import Path
 
+# Words the page must have in both languages: what it says of an empty input and of an error, of
+# a model that is unsure, the opening sentence's shares, the labels and their legend, the view of
+# one query in every head, the head's weights, the run's newest checkpoint and the saved page.
+REQUIRED = {"empty_input", "empty_ids", "err_input", "err_server", "net_error", "unsure", "intro_textbook",
+            "share_on", "labels_legend", "labels_off", "rows_title", "rows_hint", "hm_title", "hm_hint", "hm_cell",
+            "hm_row", "newest", "newest_done", "newest_fail", "saved_note", "saved_no", "problems_title"}
 # Keys whose text is a formula or a symbol in both languages.
-FORMULAS = {"th_k", "th_s", "th_a", "th_e", "th_w", "th_wv", "s5"}
+FORMULAS = {"th_k", "th_s", "th_a", "th_e", "th_w", "th_wv", "s5", "list_sep"}
 HAN = re.compile(r"[\u4e00-\u9fff]")
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
 ENTRY = re.compile(r"(\w+):\s*((?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(?:\s*\+\s*(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))*)")
@@ -37,8 +45,8 @@ def table(js, lang):
     return out
 
 
-def problems(en, zh):
-    out = []
+def problems(en, zh, required=()):
+    out = [f"{k}: missing (the page needs it in both languages)" for k in sorted(required) if k not in en or k not in zh]
     for k in sorted(set(en) ^ set(zh)):
         out.append(f"{k}: only in {'English' if k in en else 'Chinese'}")
     for k in sorted(set(en) & set(zh)):
@@ -70,9 +78,10 @@ def self_test():
         "corner brackets": (en, dict(zh, b="说「你好」"), "corner brackets"),
         "left in English": (en, dict(zh, b="say hi"), "no Chinese"),
         "a straight quote in English": (dict(en, b='say "hi"'), zh, "straight double quote"),
+        "a required word missing": (en, zh, "missing (the page needs it"),
     }
     for what, (e, z, expect) in faults.items():
-        found = problems(e, z)
+        found = problems(e, z, {"empty_input"} if what == "a required word missing" else ())
         assert any(expect in p for p in found), f"{what}: not caught ({found})"
     print(f"test_words --self-test: {len(faults)} faults caught")
     return 0
@@ -87,7 +96,7 @@ def main(argv):
     if len(en) < 50:
         print(f"FAIL: only {len(en)} English words read from studio.js: the parser no longer fits the table")
         return 1
-    found = problems(en, zh)
+    found = problems(en, zh, REQUIRED)
     print(f"test_words: {len(en)} English and {len(zh)} Chinese words checked")
     for p in found:
         print("FAIL:", p)

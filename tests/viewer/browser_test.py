@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Real-browser test of a qkv attention viewer page (share/viewer/viewer.html filled with data).
+"""Real-browser test of the studio's page, saved (the page `qkv view` writes: share/studio/ with the
+page's data embedded; docs/viewer.md).
 
     browser_test.py PAGE.html [--expect-snapshots] [--expect-cjk] [--chromium /usr/bin/chromium]
                     [--shots DIR] [--timeout 60]
@@ -8,13 +9,17 @@
 Drives headless Chromium through the DevTools protocol over --remote-debugging-pipe (fd 3: our
 commands, fd 4: its replies and events, each message JSON ended by a NUL byte), opens the page
 from a file:// URL and checks, with real mouse and keyboard events where a user would use them:
-the page becomes ready, reports no data problem, the grid shows heatmap colours, hovering query
-and key tokens redraws the line view, arrow keys and Escape work, (--expect-snapshots) the step
-slider redraws the grid, (--expect-cjk) CJK tokens render as glyphs rather than tofu, and the
-page raised no error at all (console.error, uncaught exceptions, error log entries, its own
-qkvViewer.errors). --self-test proves the checks can fail: it builds broken pages and expects
-the right check to fail on each. Exit 0 when everything passed, 1 otherwise.
+the page becomes ready, reports no data problem, the grid shows heatmap colours, the labels on
+the squares and the numbers of the row-per-head view and of the hovered weights are those of the
+page's data, clicking a row of the head's weights makes it the query, the arrow keys move, (--expect-snapshots)
+the step slider redraws the snapshot grid, (--expect-cjk) CJK tokens render as glyphs rather
+than tofu, and the page raised no error at all (console.error, uncaught exceptions, error log
+entries, its own qkvStudio.errors). --self-test proves the checks can fail: it builds broken
+pages (scripts/studio_page.py over tests/viewer/make_sample.py's data) and expects the right
+check to fail on each. Exit 0 when everything passed, 1 otherwise.
 
+The Browser and Page classes are the DevTools client of the studio's tests too
+(tests/studio/browser_test.py, tools/studio_bench.py, tools/studio_screenshots.py).
 Python standard library, plus matplotlib to decode the screenshots (PNG) into numpy arrays.
 """
 import argparse
@@ -240,8 +245,7 @@ class Page:
             self.b.pump(0.05)
 
     def settle(self, timeout=60.0):
-        """Until the page has no thumbnail left to draw, then two more frames."""
-        self.wait_for("qkvViewer.state().pending === 0", timeout)
+        """Two more frames (the page draws synchronously; the frames let the browser paint)."""
         self.eval("new Promise((r) => { let d = 0; const f = () => { if (!d) { d = 1; r(true); } };"
                   " requestAnimationFrame(() => requestAnimationFrame(f)); setTimeout(f, 300); })",
                   await_promise=True)
@@ -341,7 +345,7 @@ def changed(a, b):
 # ------------------------------------------------------------------------------------ CJK
 GLYPH_JS = r"""
 (function (chars) {
-  const probe = document.querySelector('#lv .tok .t') || document.querySelector('#tokens .tk');
+  const probe = document.querySelector('#hm-keys span') || document.querySelector('#tokens .tok');
   const family = getComputedStyle(probe || document.body).fontFamily;
   const N = 40, c = document.createElement('canvas');
   c.width = c.height = N;
@@ -371,7 +375,7 @@ GLYPH_JS = r"""
   };
 })
 """
-TOKENS_JS = ("[...document.querySelectorAll('#tokens .tk, #lv .tok .t, #hm-keys span, #hm-queries span')]"
+TOKENS_JS = ("[...document.querySelectorAll('#tokens .tok > span:first-child, #hm-keys span, #hm-queries span')]"
              ".map((e) => e.textContent).join('')")
 
 
@@ -412,33 +416,81 @@ class Results:
         return not self.failed()
 
 
+DATA_TAG = '<script id="qkv-data" type="application/json">'
+
+
+def page_data(text):
+    """The data embedded in a saved page's text (JSON; None when the block is empty)."""
+    a = text.index(DATA_TAG) + len(DATA_TAG)
+    raw = text[a:text.index("</script>", a)]
+    return json.loads(raw) if raw.strip() else None
+
+
+def weights(layer, h):
+    """Head h of an analysis or snapshot layer as (Tq, Tk) numbers, as the page decodes them."""
+    b = base64.b64decode(layer["weights"][h])
+    Tq, Tk = len(layer["query_tokens"]), len(layer["key_tokens"])
+    if layer.get("encoding", "float32") == "uint8":
+        return (np.frombuffer(b, np.uint8).astype(np.float64) / 255).astype(np.float32).reshape(Tq, Tk)
+    return np.frombuffer(b, "<f4").reshape(Tq, Tk)
+
+
+def check_numbers(page, res, doc):
+    """The labels on the squares and the row-per-head view's numbers are those of the page's data."""
+    A = doc["analysis"]
+    if doc.get("heads"):
+        want = {(x["layer_index"], x["head"]): x["label"] for x in doc["heads"]["heads"]}
+        shown = page.eval("[...document.querySelectorAll('#grid .cell[data-label]')].map((c) => "
+                          "[+c.dataset.layer, +c.dataset.head, c.dataset.label, c.querySelector('.hl').textContent])")
+        ok = len(shown) == len(want) and all(want.get((l, h)) == lab == text for l, h, lab, text in shown)
+        res.add("the label on each square is the data's (qkv heads')", ok,
+                f"{len(shown)} squares, e.g. {shown[:3]}; data {list(want.items())[:3]}")
+    rows = page.eval("""(() => { const t = document.getElementById('rows');
+      return {query: +t.dataset.query, rows: [...t.querySelectorAll('tr[data-layer]')].map((tr) =>
+        [+tr.dataset.layer, +tr.dataset.head, [...tr.querySelectorAll('td')].map((td) => [td.dataset.v, td.textContent])])}; })()""")
+    q, worst, ok, n = rows["query"], 0.0, bool(rows["rows"]), 0
+    for l, h, cells in rows["rows"]:
+        w = weights(A["layers"][l], h)[q]
+        ok &= len(cells) == len(w)
+        for (v, text), x in zip(cells, w):
+            ok &= float(v) == float(x) and (text == "" if x == 0 else abs(float(text) - 100 * float(x)) <= 0.051)
+            n += 1
+    res.add("the row per head: every head's weights of the query are the data's, exactly", ok,
+            f"query {q}, {len(rows['rows'])} heads, {n} weights")
+
+
 def check_page(browser, html, expect_snapshots=False, expect_cjk=False, timeout=60.0, shots=None, quiet=False):
     """Run every check on one page; returns (Results, info dict)."""
     res, info = Results(quiet), {}
     page = Page(browser)
     shot = (lambda name: str(Path(shots) / name)) if shots else (lambda name: None)
     try:
+        doc = page_data(Path(html).read_text(encoding="utf-8"))
+    except (ValueError, KeyError):
+        doc = None
+    try:
         url = Path(html).resolve().as_uri()
         t0 = time.monotonic()
         page.navigate(url, timeout=timeout)
         # ready, or an error that means it never will be (a syntax error stops the script)
-        page.wait_for("!!(window.qkvViewer && (window.qkvViewer.ready || window.qkvViewer.errors.length))", timeout)
-        ready = page.eval("!!(window.qkvViewer && window.qkvViewer.ready)")
+        page.wait_for("!!(window.qkvStudio && (qkvStudio.ready || qkvStudio.errors.length))", timeout)
+        ready = page.eval("!!(window.qkvStudio && qkvStudio.ready && qkvStudio.state)")
         info["load_s"] = time.monotonic() - t0
-        if not res.add("page ready", ready, f"qkvViewer.ready after {info['load_s']:.2f} s" if ready
-                       else f"qkvViewer.ready still false after {info['load_s']:.1f} s (hang guard {timeout:.0f} s)"):
+        if not res.add("page ready", ready, f"qkvStudio.ready after {info['load_s']:.2f} s" if ready
+                       else f"qkvStudio.ready still false after {info['load_s']:.1f} s (hang guard {timeout:.0f} s)"):
             return res, info
-        st = page.eval("qkvViewer.state()")
-        info["timings"] = st.get("timings", {})
-        info["problem_text"] = page.eval("(() => { const p = document.getElementById('problem');"
+        st = page.eval("qkvStudio.state()")
+        info["problem_text"] = page.eval("(() => { const p = document.getElementById('problems');"
                                          " return p && !p.hidden && p.getBoundingClientRect().height > 0 ? p.innerText : ''; })()")
         if not res.add("no data problems", not st["problems"] and not info["problem_text"],
                        "; ".join(st["problems"][:3]) or info["problem_text"][:200]):
             return res, info
-        res.add("layers and heads", st["layers"] > 0 and all(h > 0 for h in st["heads"]),
-                f"{st['layers']} layers, heads {st['heads']}")
+        heads = page.eval("document.querySelectorAll('#grid .cell[data-label]').length")
+        want = sum(len(L["weights"]) for L in doc["analysis"]["layers"]) if doc else -1
+        res.add("a square per head, the page saved", st["saved"] and heads == want, f"{heads} squares, {want} heads")
 
-        # grid: heatmap colours, not a blank area
+        # the grid: heatmap colours, not a blank area
+        page.eval("qkvStudio.box('#grid')")
         page.settle()
         img = page.screenshot(shot("grid.png"))
         r = page.rect("#grid")
@@ -447,91 +499,106 @@ def check_page(browser, html, expect_snapshots=False, expect_cjk=False, timeout=
             res.add("grid shows heatmaps", frac >= 0.05 and spread >= 8 and distinct >= 6,
                     f"{100 * frac:.1f}% coloured pixels (need 5%), luminance spread {spread:.1f} (need 8), "
                     f"{distinct} colours (need 6)")
+        if doc:
+            check_numbers(page, res, doc)
 
-        # enlarged view: hover with real mouse events
-        page.eval("qkvViewer.open(0, 0)")
+        # one head, large: click its square, hover weights with the real mouse
+        box = page.eval("qkvStudio.box(\"#grid .cell[data-layer='0'][data-head='0'] canvas\")")
+        page.click(box["x"] + box["w"] / 2, box["y"] + box["h"] / 2)
         page.settle()
-        st = page.eval("qkvViewer.state()")
-        res.add("open(0, 0) shows the detail view", st["open"] == {"layer": 0, "head": 0} and
-                page.rect("#d-panel") is not None, f"state.open = {st['open']}")
-        Tq, Tk = st["tokens"]["query"], st["tokens"]["key"]
+        st = page.eval("qkvStudio.state()")
+        res.add("clicking square 0.0 opens head 0.0", st["sel"]["layer"] == 0 and st["sel"]["head"] == 0, st["sel"])
+        layer0 = doc["analysis"]["layers"][0] if doc else None
+        Tq, Tk = (len(layer0["query_tokens"]), len(layer0["key_tokens"])) if layer0 else (1, 1)
 
-        def line_crop():
-            r = page.rect("#lv-canvas", clip_to="#lv-scroll")
+        def over_crop():
+            r = page.rect("#hm-over", clip_to=".hmscroll")
             return crop(page.screenshot(), r) if r else np.zeros((1, 1, 3), np.uint8)
 
-        def hover(kind, i):
-            b = page.eval(f"qkvViewer.tokenBox({json.dumps(kind)}, {i})")
+        def hover(i, j):
+            """Off the map, then onto weight (i, j): the state and the pixels of the map that changed."""
+            b = page.eval(f"qkvStudio.cellBox({i}, {j})")  # scrolled into view first: the crops are alike
+            page.move(2, 2)
+            page.settle()
+            before = over_crop()
             page.move(b["x"] + b["w"] / 2, b["y"] + b["h"] / 2)
             page.settle()
-            return page.eval("qkvViewer.state()")
+            return page.eval("qkvStudio.state()"), b["w"], changed(before, over_crop())
 
-        page.move(5, 5)         # on the backdrop: nothing hovered
+        cells = [(min(Tq - 1, 1), 0), (min(Tq - 1, max(2, Tq // 2)), min(Tk - 1, 2))]
+        for n, (i, j) in enumerate(cells):
+            st, c, moved = hover(i, j)
+            status = page.eval("(() => { const s = document.getElementById('hm-status');"
+                               " return [s.dataset.v, s.textContent]; })()")
+            want_w = float(weights(layer0, 0)[i, j]) if layer0 else None
+            res.add(f"the mouse on weight ({i}, {j}) is seen, its exact weight named",
+                    st["hover"] == {"i": i, "j": j} and status[0] != "" and float(status[0]) == want_w
+                    and f"{want_w:.4f}" in status[1], f"hover {st['hover']}; page says {status[1]!r}; data {want_w}")
+            res.add(f"hovering weight ({i}, {j}) marks it", moved >= 2 * c, f"{moved} pixels changed (need {2 * c})")
+            if n == 0 and shots:
+                page.screenshot(shot("head_hover.png"))
+        # a click on a row makes it the query: the marked row moves, the row-per-head view follows
+        k = min(Tq - 1, 2)
+        b = page.eval(f"qkvStudio.cellBox({k}, 0)")
+        page.move(2, 2)
         page.settle()
-        before = line_crop()
-        q1, q2 = 0, min(Tq - 1, max(3, Tq // 2))
-        st = hover("query", q1)
-        after1 = line_crop()
-        n1 = changed(before, after1)
-        res.add(f"mouse over query {q1} is seen", st["hoverQuery"] == q1 and st["hoverKey"] is None,
-                f"hoverQuery = {st['hoverQuery']}, {st['linesDrawn']} lines")
-        res.add(f"hovering query {q1} redraws the lines", n1 >= 150, f"{n1} pixels changed (need 150)")
-        nums = page.eval("[...document.querySelectorAll('#lv-k .tok .w')].filter((e) => e.textContent).length")
-        res.add("weights shown next to keys", nums >= 1, f"{nums} keys show a number")
-        if shots:
-            page.screenshot(shot("detail_hover.png"))
-        if q2 != q1:
-            st = hover("query", q2)
-            n2 = changed(after1, line_crop())
-            res.add(f"moving to query {q2} is seen", st["hoverQuery"] == q2, f"hoverQuery = {st['hoverQuery']}")
-            res.add(f"query {q2} draws other lines than query {q1}", n2 >= 150, f"{n2} pixels changed (need 150)")
-        k1 = min(Tk - 1, 2)
-        prev = line_crop()
-        st = hover("key", k1)
-        n3 = changed(prev, line_crop())
-        res.add(f"mouse over key {k1} is seen", st["hoverKey"] == k1 and st["hoverQuery"] is None,
-                f"hoverKey = {st['hoverKey']}")
-        res.add(f"hovering key {k1} redraws the lines", n3 >= 150, f"{n3} pixels changed (need 150)")
-
-        # keyboard
-        layers_heads = page.eval("qkvViewer.state().heads")
-        if sum(layers_heads) > 1:
-            page.key("ArrowRight", 39)
-            st = page.eval("qkvViewer.state()")
-            want = {"layer": 0, "head": 1} if layers_heads[0] > 1 else {"layer": 1, "head": 0}
-            res.add("ArrowRight opens the next head", st["open"] == want, f"state.open = {st['open']}")
-        page.key("Escape", 27)
-        st = page.eval("qkvViewer.state()")
-        res.add("Escape closes the detail view", st["open"] is None and page.rect("#d-panel") is None,
-                f"state.open = {st['open']}")
+        before = over_crop()
+        page.click(b["x"] + b["w"] / 2, b["y"] + b["h"] / 2)
+        page.move(2, 2)
+        page.settle()
+        st = page.eval("qkvStudio.state()")
+        moved = changed(before, over_crop())
+        query = page.eval("+document.getElementById('rows').dataset.query")
+        res.add(f"clicking row {k} makes it the query, the row per head follows",
+                st["sel"]["query"] == k and query == k, f"sel {st['sel']}, rows of query {query}")
+        res.add("the marked row moves", Tq == 1 or k == 0 or moved >= 2 * b["w"], f"{moved} pixels changed")
+        if doc:
+            check_numbers(page, res, doc)
+        # keys: up and down choose the query, left and right the head
+        page.eval("document.getElementById('hm').focus()")
+        page.key("ArrowDown", 40)
+        st = page.eval("qkvStudio.state()")
+        res.add("ArrowDown moves the query down", st["sel"]["query"] == min(Tq - 1, k + 1), st["sel"])
+        page.key("ArrowRight", 39)
+        st = page.eval("qkvStudio.state()")
+        nh = len(layer0["weights"]) if layer0 else 1
+        res.add("ArrowRight opens the next head", (st["sel"]["layer"], st["sel"]["head"]) ==
+                ((0, 1) if nh > 1 else (1, 0) if doc and len(doc["analysis"]["layers"]) > 1 else (0, 0)), st["sel"])
 
         # training snapshots
         if expect_snapshots:
-            st = page.eval("qkvViewer.state()")
-            slider = page.rect("#step")
-            if res.add("snapshot slider", st["steps"] >= 2 and slider is not None,
-                       f"{st['steps']} steps, slider box {slider}"):
-                page.eval("qkvViewer.setStep(0)")
+            has_tab = page.eval("(() => { const b = document.getElementById('tab-train');"
+                                " return !!b && b.offsetParent !== null; })()")
+            if has_tab:
+                box = page.eval("qkvStudio.box('#tab-train')")
+                page.click(box["x"] + box["w"] / 2, box["y"] + box["h"] / 2)
+                page.wait_for("qkvStudio.state().snap !== null", 20)
+            slider = page.rect("#snap-step")
+            st = page.eval("qkvStudio.state()")
+            n = st["snap"]["steps"] if st["snap"] else 0
+            if res.add("snapshot slider", has_tab and n >= 2 and slider is not None, f"{n} steps, slider box {slider}"):
+                page.eval("qkvStudio.setSnapshot(0)")
                 page.settle()
-                label0 = page.eval("document.getElementById('steplabel').textContent")
-                g0 = crop(page.screenshot(), page.rect("#grid"))
-                x0, y0, x1, y1 = page.rect("#step")
+                label0 = page.eval("document.getElementById('snap-label').textContent")
+                g0 = crop(page.screenshot(), page.rect("#snap-grid"))
+                x0, y0, x1, y1 = page.rect("#snap-step")
                 page.click(x1 - 3, (y0 + y1) / 2)        # the right end of the track: the last step
+                page.wait_for(f"qkvStudio.state().snap.index === {n - 1}", 20)
                 page.settle()
-                st = page.eval("qkvViewer.state()")
-                label1 = page.eval("document.getElementById('steplabel').textContent")
-                g1 = crop(page.screenshot(shot("snapshot_last.png")), page.rect("#grid"))
-                n = changed(g0, g1)
-                last = st["steps"] - 1
-                res.add("clicking the slider's end selects the last step", st["step"] == last and st["mode"] == "snap",
-                        f"step {st['step']} of 0..{last}, mode {st['mode']}")
-                res.add("the shown step changes", label0 != label1 and str(st["stepValue"]) in label1,
+                st = page.eval("qkvStudio.state()")
+                label1 = page.eval("document.getElementById('snap-label').textContent")
+                g1 = crop(page.screenshot(shot("snapshot_last.png")), page.rect("#snap-grid"))
+                moved = changed(g0, g1)
+                res.add("clicking the slider's end selects the last step", st["snap"]["index"] == n - 1,
+                        f"snapshot {st['snap']['index']} of 0..{n - 1}")
+                res.add("the shown step changes", label0 != label1 and str(st["snap"]["step"]) in label1,
                         f"{label0!r} -> {label1!r}")
-                res.add("the grid is redrawn for that step", n >= 500, f"{n} grid pixels changed (need 500)")
+                res.add("the grid is redrawn for that step", moved >= 500, f"{moved} grid pixels changed (need 500)")
+            if has_tab:
+                page.eval("qkvStudio.setTab('look')")
 
         # CJK glyphs
         if expect_cjk:
-            page.eval("qkvViewer.open(0, 0)")
             page.settle()
             han = han_chars(page.eval(TOKENS_JS))
             if res.add("tokens contain CJK characters", len(han) >= 3, f"{len(han)} distinct: {''.join(han[:12])}"):
@@ -545,20 +612,19 @@ def check_page(browser, html, expect_snapshots=False, expect_cjk=False, timeout=
                         f"the fallback (a made-up family: {'differently: the probe is broken' if r['bogusInstalled'] else 'the same'}); "
                         f"document.fonts.check says {r['fontsCheck']} (it says true for any non-web font)")
             if shots:
-                page.screenshot(shot("cjk_detail.png"))
-            page.key("Escape", 27)
+                page.screenshot(shot("cjk.png"))
     except CDPError as e:
         res.add("browser session", False, str(e))
     finally:
         try:
             browser.pump(0.2)
             errs = page.page_errors()
-            own = page.eval("qkvViewer.errors") or []
-            banner = page.eval("(() => { const b = document.getElementById('qkv-banner');"
+            own = page.eval("window.qkvStudio ? qkvStudio.errors : []") or []
+            banner = page.eval("(() => { const b = document.getElementById('banner');"
                                " return b && !b.hidden ? b.innerText : ''; })()")
         except CDPError as e:
             errs, own, banner = [str(e)], [], ""
-        info["errors"] = errs + [f"qkvViewer.errors: {m}" for m in own]
+        info["errors"] = errs + [f"qkvStudio.errors: {m}" for m in own]
         info["banner"] = banner
         res.add("no errors from the page", not info["errors"] and not banner,
                 "; ".join(info["errors"][:4])[:600] if info["errors"] else (banner[:300] or "none"))
@@ -578,8 +644,7 @@ def load(path, name):
 def self_test(browser, shots=None):
     """Broken pages must fail the right check: the test can fail."""
     sample = load(HERE / "make_sample.py", "make_sample")
-    filler = load(ROOT / "scripts" / "viewer_fill.py", "viewer_fill")
-    template = (ROOT / "share" / "viewer" / "viewer.html").read_text(encoding="utf-8")
+    writer = load(ROOT / "scripts" / "studio_page.py", "studio_page")
 
     def doc(**kw):
         a = dict(tokens=12, layers=2, heads=4, snapshots=0, chinese=False, arch="encoder", causal=False,
@@ -609,64 +674,73 @@ def self_test(browser, shots=None):
         print(f"  {'ok  ' if ok else 'FAIL'} self-test: {name}: {what}", flush=True)
 
     good = doc()
+    good_page = writer.page(good)
+    rows_check = "the row per head: every head's weights of the query are the data's, exactly"
     try:
-        case("a good page passes", filler.fill(template, good), [])
-        case("a good snapshot page passes", filler.fill(template, doc(snapshots=4)), [], expect_snapshots=True)
-        case("a good Chinese page passes", filler.fill(template, doc(chinese=True)), [], expect_cjk=True)
+        case("a good page passes", good_page, [])
+        case("a good snapshot page passes", writer.page(doc(snapshots=4)), [], expect_snapshots=True)
+        case("a good Chinese page passes", writer.page(doc(chinese=True)), [], expect_cjk=True)
+        case("a good encoder-decoder page passes", writer.page(doc(arch="encoder_decoder", layers=1)), [])
 
-        err_page = filler.fill(template, good).replace(
+        err_page = good_page.replace(
             "</body>", "<script>setTimeout(function () { qkvSelfTestNoSuchFunction(); }, 0);</script></body>")
         case("a deliberate JS error is reported", err_page, ["no errors from the page"],
              also=lambda r, i: (any("qkvSelfTestNoSuchFunction" in e for e in i["errors"]) and
                                 "qkvSelfTestNoSuchFunction" in i["banner"],
                                 "named in the errors and in the page's banner"))
-
-        broken = filler.fill(template, good).replace("const V = window.qkvViewer;", "const V = window.qkvViewer; +;", 1)
-        case("a syntax error in the viewer script is reported", broken, ["page ready", "no errors from the page"],
+        marker = "const H = window.qkvStudio;\n"
+        assert good_page.count(marker) == 1
+        broken = good_page.replace(marker, "const H = window.qkvStudio; +;\n")
+        case("a syntax error in the page's script is reported", broken, ["page ready", "no errors from the page"],
              also=lambda r, i: (i["load_s"] < 30 and "SyntaxError" in i["banner"],
                                 f"banner shows the SyntaxError, reported after {i['load_s']:.1f} s"))
 
         bad = copy.deepcopy(good)
-        bad["layers"][1]["heads"][2]["weights"] = base64.b64encode(bytes(12 * 12 - 1)).decode()
-        case("bad weights are named on the page", filler.fill(template, bad), ["no data problems"],
-             also=lambda r, i: ("layers[1].heads[2].weights" in i.get("problem_text", "") and
-                                "143 bytes" in i.get("problem_text", ""),
-                                f"page says: {i.get('problem_text', '').splitlines()[1:2]}"))
+        bad["analysis"]["layers"][1]["weights"][2] = base64.b64encode(bytes(12 * 12 * 4 - 1)).decode()
+        case("bad weights are named on the page", writer.page(bad), ["no data problems", "no errors from the page"],
+             also=lambda r, i: ("analysis.layers[1].weights[2]" in i.get("problem_text", "") and
+                                "575 bytes" in i.get("problem_text", ""),
+                                f"page says: {[l for l in i.get('problem_text', '').splitlines() if 'weights' in l][:1]}"))
         bad = copy.deepcopy(good)
         bad["version"] = 2
-        del bad["layers"][0]["kind"]
-        case("a wrong version is named on the page", filler.fill(template, bad), ["no data problems"],
+        del bad["analysis"]["layers"][0]["kind"]
+        case("a wrong version is named on the page", writer.page(bad), ["no data problems"],
              also=lambda r, i: ("version: expected 1" in i.get("problem_text", ""), "names the version"))
         bad = copy.deepcopy(good)
-        del bad["layers"][0]["kind"]
-        bad["layers"][1]["query_tokens"] = "not a list"
-        case("missing fields are named on the page", filler.fill(template, bad), ["no data problems"],
-             also=lambda r, i: ("layers[0].kind" in i.get("problem_text", "") and
-                                "layers[1].query_tokens" in i.get("problem_text", ""), "names both fields"))
-        case("the unfilled template says so", template, ["no data problems"],
-             also=lambda r, i: ("template without data" in i.get("problem_text", ""), "says it is the template"))
+        del bad["analysis"]["layers"][0]["kind"]
+        bad["analysis"]["layers"][1]["query_tokens"] = "not a list"
+        case("missing fields are named on the page", writer.page(bad), ["no data problems"],
+             also=lambda r, i: ("analysis.layers[0].kind" in i.get("problem_text", "") and
+                                "analysis.layers[1].query_tokens" in i.get("problem_text", ""), "names both fields"))
+        case("a page without data says so", writer.page(None, raw=""), ["no data problems"],
+             also=lambda r, i: ("holds no data" in i.get("problem_text", ""), "says it holds no data"))
 
-        hidden = filler.fill(template, good).replace("</head>", "<style>canvas { visibility: hidden; }</style></head>")
+        hidden = good_page.replace("</head>", "<style>canvas { visibility: hidden; }</style></head>")
         case("blank heatmaps fail the pixel check", hidden, ["grid shows heatmaps"])
-        dead = filler.fill(template, good).replace(
-            "<head>", "<head><script>CanvasRenderingContext2D.prototype.stroke = function () {};</script>")
-        case("lines that never draw fail the hover check", dead, ["hovering query 0 redraws the lines"])
-        case("a page without snapshots fails --expect-snapshots", filler.fill(template, good), ["snapshot slider"],
-             expect_snapshots=True)
+        dead = good_page.replace(
+            "<head>", "<head><script>CanvasRenderingContext2D.prototype.strokeRect = function () {};</script>")
+        case("a hover that marks nothing fails the hover check", dead, ["hovering weight (1, 0) marks it"])
+        wrong = good_page.replace("td.dataset.v = String(x);", "td.dataset.v = String(x + 1e-3);")
+        case("a page showing other numbers fails the numbers check", wrong, [rows_check])
+        relabel = good_page.replace("cell.dataset.label = info ? info.label : '';", "cell.dataset.label = 'x';")
+        case("a page showing other labels fails the labels check", relabel,
+             ["the label on each square is the data's (qkv heads')"])
+        case("a page without snapshots fails --expect-snapshots", good_page, ["snapshot slider"], expect_snapshots=True)
 
         pua = copy.deepcopy(good)
-        for L in pua["layers"]:
+        for L in pua["analysis"]["layers"]:
             L["query_tokens"] = L["key_tokens"] = [chr(0xE001 + i) for i in range(len(L["query_tokens"]))]
-        case("private-use tokens fail --expect-cjk", filler.fill(template, pua), ["tokens contain CJK characters"],
+        pua["analysis"]["tokens"] = pua["analysis"]["layers"][0]["query_tokens"]
+        case("private-use tokens fail --expect-cjk", writer.page(pua), ["tokens contain CJK characters"],
              expect_cjk=True)
 
         # the glyph comparison itself: tofu must be recognised as tofu, CJK as glyphs
         page = Page(browser)
         try:
             path = tmp / "glyphs.html"
-            path.write_text(filler.fill(template, good), encoding="utf-8")
+            path.write_text(good_page, encoding="utf-8")
             page.navigate(path.resolve().as_uri())
-            page.wait_for("qkvViewer.ready", 60)
+            page.wait_for("qkvStudio.ready", 60)
             _, real_pua = glyph_report(page, [chr(0xE001), chr(0xE002), chr(0xF8FF)])
             _, real_cjk = glyph_report(page, list("我爱猫鼠"))
             ok = not real_pua and len(real_cjk) == 4
@@ -682,7 +756,7 @@ def self_test(browser, shots=None):
 
 # ------------------------------------------------------------------------------------ main
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Real-browser test of a qkv attention viewer page.")
+    ap = argparse.ArgumentParser(description="Real-browser test of the studio's page, saved (qkv view).")
     ap.add_argument("page", nargs="?", type=Path, help="the HTML page to test")
     ap.add_argument("--expect-snapshots", action="store_true", help="the page has training snapshots")
     ap.add_argument("--expect-cjk", action="store_true", help="the page's tokens are CJK text")
@@ -716,10 +790,7 @@ def main(argv=None):
             res, info = check_page(browser, a.page, a.expect_snapshots, a.expect_cjk, a.timeout, a.shots)
             ok = res.ok()
             if "load_s" in info:
-                t = info.get("timings", {})
-                print(f"browser_test: load time (navigation to qkvViewer.ready): {info['load_s']:.2f} s; "
-                      f"page's own timings: JSON parse {t.get('parse_ms', '?')} ms, first full draw "
-                      f"{t.get('first_draw_ms', '?')} ms after navigation start")
+                print(f"browser_test: load time (navigation to qkvStudio.ready): {info['load_s']:.2f} s")
             if not ok:
                 print(f"browser_test: failed: {', '.join(res.failed())}")
     finally:

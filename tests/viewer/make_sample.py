@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Write a sample qkv-viewer JSON document with structured fake attention (docs/viewer.md).
+"""Write a sample page's data (qkv-studio-page, docs/viewer.md) with structured fake attention.
 
-    make_sample.py --tokens N --layers L --heads H [--snapshots S] [--chinese]
+    make_sample.py --tokens N --layers L --heads H [--snapshots S] [--chinese] [--encoding float32|uint8]
                    [--arch encoder|decoder|encoder_decoder] [--causal] [--seed K] --out FILE
 
 Head 0 attends to the previous token, head 1 to the first token, head 2 to itself, the others
@@ -80,19 +80,22 @@ def scores(P):
         s["previous_token"] = round(float(P[i[1:], np.minimum(i[1:] - 1, Tk - 1)].mean()), 4)
     s["first_token"] = round(float(P[:, 0].mean()), 4)
     d = min(Tq, Tk)
-    s["diagonal"] = round(float(P[np.arange(d), np.arange(d)].mean()), 4)
+    s["self"] = round(float(P[np.arange(d), np.arange(d)].mean()), 4)
     return s
 
 
 def label(s):
-    names = {"previous_token": "previous-token", "first_token": "first-token", "diagonal": "self"}
+    names = {"previous_token": "previous-token", "first_token": "first-token", "self": "self"}
     best = max(names, key=lambda k: s.get(k, 0.0))
     return names[best] if s.get(best, 0.0) > 0.5 else ""
 
 
-def b64(P):
-    q = np.clip(np.rint(P * 255.0), 0, 255).astype(np.uint8)
-    return base64.b64encode(q.tobytes()).decode("ascii")
+def b64(P, encoding="float32"):
+    """base64 of the little-endian float32 weights, as the studio sends them, or of the bytes
+    round(255 w) (qkv view's encoding of large inputs)."""
+    if encoding == "uint8":
+        return base64.b64encode(np.clip(np.rint(P * 255.0), 0, 255).astype(np.uint8).tobytes()).decode("ascii")
+    return base64.b64encode(np.ascontiguousarray(P, dtype="<f4").tobytes()).decode("ascii")
 
 
 def layer_specs(arch, L, n, causal):
@@ -108,52 +111,73 @@ def layer_specs(arch, L, n, causal):
     return [(f"blocks.{i}.attn", kind, n, n) for i in range(L)]
 
 
+SCORE_NAMES = ["entropy", "max_weight", "previous_token", "first_token", "self"]
+
+
 def make(args):
+    """A page's data (format qkv-studio-page, docs/viewer.md): the summary /api/models gives, the
+    analysis /api/analyze gives (float32 weights), the scores and labels /api/heads gives and, with
+    --snapshots S, a run's metrics and the snapshots /api/snapshot gives for each step."""
     rng = np.random.default_rng(args.seed)
     n, H = args.tokens, args.heads
     specs = layer_specs(args.arch, args.layers, n, args.causal)
     src = tokens(n, args.chinese, rng)
     tgt = tokens(max(2, (3 * n) // 4), args.chinese, rng, offset=3)
-    layers = []
-    finals = []
+    layers, finals, heads = [], [], []
     for li, (name, kind, Tq, Tk) in enumerate(specs):
         q = tgt if Tq != n or name.startswith("decoder") else src
         k = src if kind == "cross" else q
-        heads, fl = [], []
+        ws, fl = [], []
         for h in range(H):
             logits = pattern_logits(h, Tq, Tk, kind, rng, li)
             P = softmax_rows(logits, kind == "causal")
             s = scores(P)
-            heads.append({"weights": b64(P), "scores": s, "label": label(s)})
+            ws.append(b64(P, getattr(args, "encoding", "float32")))
             fl.append(logits)
-        layers.append({"name": name, "kind": kind, "query_tokens": q[:Tq], "key_tokens": k[:Tk], "heads": heads})
+            heads.append(dict({"layer": name, "layer_index": li, "head": h, "kind": kind},
+                              **{k2: s.get(k2) for k2 in SCORE_NAMES}, label=label(s)))
+        layers.append({"name": name, "kind": kind, "query_tokens": q[:Tq], "key_tokens": k[:Tk],
+                       "encoding": getattr(args, "encoding", "float32"), "weights": ws})
         finals.append(fl)
+    V = 100
+    summary = {"index": 0, "path": "sample.h5", "task": "sample", "arch": args.arch, "d_model": 16 * H,
+               "objective": "labels", "text": True, "seq2seq": args.arch == "encoder_decoder", "tokenizer": "word",
+               "mask_text": "", "context": n, "input_vocab": V, "classes": V, "with_data": False,
+               "data_note": "which a sample does not have", "examples": 0, "test_examples": 0,
+               "layers": [{"name": nm, "kind": kd, "heads": H, "head_dim": 16, "value_dim": 16}
+                          for nm, kd, _, _ in specs],
+               "suggestion": {}, "patch": {}}
+    positions = [{"position": i, "prediction": int(rng.integers(0, V)), "token": src[i], "p": 0.5} for i in range(n)]
     doc = {
-        "format": "qkv-viewer", "version": 1,
+        "format": "qkv-studio-page", "version": 1,
         "title": args.title or f"sample: {n} tokens, {len(specs)} attention layers x {H} heads (fake patterns)",
-        "model": {"arch": args.arch, "d_model": 16 * H, "layers": args.layers, "heads": H, "head_dim": 16},
-        "layers": layers,
+        "input": {"text": " ".join(src)},
+        "models": {"models": [summary], "run": False},
+        "analysis": {"tokens": src, "ids": [int(x) for x in rng.integers(0, V, size=n)], "note": "", "ablated": [],
+                     "mode": "zero", "layers": layers,
+                     "answer": {"kind": "labels", "positions": positions},
+                     "loss": None, "scored": 0, "token_accuracy": None},
+        "heads": {"examples": 64, "score_names": SCORE_NAMES, "heads": heads, "baselines": {}, "similarity": None},
+        "heads_note": "", "run": None, "snapshots": None,
     }
     if args.snapshots:
         S = args.snapshots
         steps = [int(round(x)) for x in np.linspace(0, 100 * (S - 1) * 5, S)] if S > 1 else [0]
-        snap_layers = []
-        for (name, kind, Tq, Tk), fl, lay in zip(specs, finals, layers):
+        snaps = [{"index": si, "step": steps[si], "steps": S, "example": 0, "layers": [], "note": ""} for si in range(S)]
+        for (name, kind, Tq, Tk), fl in zip(specs, finals):
             # held-out example: same lengths, other tokens
             hq = tokens(Tq, args.chinese, rng, offset=5)
             hk = hq if kind != "cross" else tokens(Tk, args.chinese, rng, offset=7)
-            heads = []
-            for logits in fl:
-                ws, ss = [], []
-                noise = rng.normal(0.0, 1.0, size=logits.shape)
-                for si in range(S):
-                    p = si / (S - 1) if S > 1 else 1.0
-                    P = softmax_rows(p * p * logits + 0.3 * (1 - p) * noise, kind == "causal")
-                    ws.append(b64(P))
-                    ss.append(scores(P))
-                heads.append({"weights": ws, "scores": ss})
-            snap_layers.append({"name": name, "query_tokens": hq, "key_tokens": hk, "heads": heads})
-        doc["snapshots"] = {"steps": steps, "example": "held-out example 0", "layers": snap_layers}
+            noise = [rng.normal(0.0, 1.0, size=logits.shape) for logits in fl]
+            for si in range(S):
+                p = si / (S - 1) if S > 1 else 1.0
+                Ps = [softmax_rows(p * p * logits + 0.3 * (1 - p) * z, kind == "causal") for logits, z in zip(fl, noise)]
+                snaps[si]["layers"].append({"name": name, "kind": kind, "query_tokens": hq, "key_tokens": hk,
+                                            "weights": [b64(P) for P in Ps], "scores": [scores(P) for P in Ps]})
+        doc["snapshots"] = snaps
+        doc["run"] = {"dir": "sample-run", "metrics": {"columns": ["step", "train_loss", "eval_loss"],
+                                                        "rows": [[s, 3.0 / (1 + i), 3.2 / (1 + i)] for i, s in enumerate(steps)]},
+                      "metrics_note": "", "snapshots": None, "snapshots_note": ""}
     return doc
 
 
@@ -166,6 +190,8 @@ def main(argv=None):
     ap.add_argument("--chinese", action="store_true")
     ap.add_argument("--arch", choices=("encoder", "decoder", "encoder_decoder"), default="encoder")
     ap.add_argument("--causal", action="store_true", help="causal self-attention (implied by --arch decoder)")
+    ap.add_argument("--encoding", choices=("float32", "uint8"), default="float32",
+                    help="how the input's weights travel (qkv view: uint8 above 4 Mi weights)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--title", default="")
     ap.add_argument("--out", type=Path, required=True)

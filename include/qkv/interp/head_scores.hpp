@@ -195,7 +195,7 @@ std::vector<HeadScores> head_scores(model::TaskModel& model, const data::Task& t
 
 /// Scores of the heads of the attention weights of one forward pass (layers x (B, H, Tq, Tk),
 /// in model order, with their names and kinds), without the induction score: for callers that
-/// already hold the weights (snapshots, the viewer).
+/// already hold the weights (snapshots).
 struct LayerPattern {
   std::string name;
   model::AttentionKind kind = model::AttentionKind::Self;

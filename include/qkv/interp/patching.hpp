@@ -42,6 +42,26 @@ struct PatchingOptions {
   std::function<double(const Array<float>& logits)> metric;
 };
 
+/// Where and what a metric of two runs reads (patching's rule, PatchingOptions): the position p and
+/// the answer and wrong classes, from the runs' logits (1, T, classes). Field errors as patch_heads.
+struct MetricTarget {
+  std::size_t position = 0;
+  Index answer = 0, wrong = 0;
+};
+MetricTarget metric_target(const data::Task& task, const data::Batch& clean, const data::Batch& corrupt,
+                           const Array<float>& clean_logits, const Array<float>& corrupt_logits,
+                           const PatchingOptions& options);
+/// The clean and corrupted rows of a request's inputs and its options (answer, wrong, position),
+/// as patch() reads them; notes say how each input was read. Field errors "clean.*", "corrupt.*",
+/// "answer", "wrong", "corrupt" (rows that do not line up).
+struct PatchInputs {
+  model::InputRow clean, corrupt;
+  PatchingOptions options;
+};
+PatchInputs patch_inputs(const model::LoadedModel& model, const model::InputRequest& clean,
+                         const model::InputRequest& corrupt, const std::optional<std::size_t>& position,
+                         const std::optional<std::string>& answer, const std::optional<std::string>& wrong, bool ids);
+
 /// One head patched from the clean run into the corrupted one.
 struct HeadPatch {
   double logit_diff = 0;  ///< m_patched(l, h)

@@ -91,4 +91,10 @@ void save_snapshots(const std::string& path, const Snapshots& s);
 /// missing or has the wrong shape or type.
 Snapshots load_snapshots(const std::string& path);
 
+/// Whether `s` was recorded from a model of `model`'s shape: the same attention layers in model
+/// order (names), kinds and head counts. ValueError naming the first layer that differs ("...:
+/// snapshots of another model") otherwise; the studio's saved page (qkv view) shows snapshots
+/// only of the model it shows.
+void check_snapshots_fit(const Snapshots& s, model::TaskModel& model);
+
 }  // namespace qkv::interp

@@ -112,7 +112,7 @@ std::string base64(const unsigned char* bytes, std::size_t n);
 /// Standard base64 (RFC 4648, padded) of the little-endian bytes of `n` floats: how the studio
 /// sends attention weights (exact to the model's float32; the page reads them as a Float32Array).
 std::string base64_floats(const float* values, std::size_t n);
-/// Base64 of the bytes round(255 w) of `n` weights w in [0, 1] (clamped), as the viewer stores them.
+/// Base64 of the bytes round(255 w) of `n` weights w in [0, 1] (clamped): a quarter of the float32 bytes.
 std::string base64_bytes(const float* weights, std::size_t n);
 
 }  // namespace qkv::json

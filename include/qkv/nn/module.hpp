@@ -51,6 +51,29 @@ class MetaGuard {
   bool previous_;
 };
 
+/// While a DifferentiableHooks guard lives (on this thread), every hooked point lies on the path
+/// the output is computed through, so the gradient of the output at a hook point is the whole of
+/// it: layers whose hook points are otherwise observed from the side (hook_attn_scores,
+/// hook_head_result, the split inputs hook_q_input, ...: computed for the hook, and the layer's
+/// usual path used when the hook returns its argument unchanged, so that observing changes no
+/// bit) take the hooked path, and a hooked hook_pattern is computed by the composite attention.
+/// Values agree to rounding. nn::run_with_grads sets it.
+class DifferentiableHooks {
+ public:
+  DifferentiableHooks() : previous_(flag()) { flag() = true; }
+  ~DifferentiableHooks() { flag() = previous_; }
+  DifferentiableHooks(const DifferentiableHooks&) = delete;
+  DifferentiableHooks& operator=(const DifferentiableHooks&) = delete;
+  static bool active() { return flag(); }
+
+ private:
+  static bool& flag() {
+    thread_local bool on = false;
+    return on;
+  }
+  bool previous_;
+};
+
 /// A forward hook: receives the module's output and returns it (to observe) or a replacement.
 template <class T>
 using ForwardHook = std::function<Variable<T>(const Variable<T>& output)>;

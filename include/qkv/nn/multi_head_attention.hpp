@@ -10,17 +10,25 @@
 /// Shapes: query (B, Tq, E), key (B, Tk, kdim), value (B, Tk, vdim) -> output (B, Tq, E);
 /// weights (B, H, Tq, Tk), or (B, Tq, Tk) averaged over heads.
 ///
-/// Hook points (children; see HookPoint), named as TransformerLens names them:
-///   hook_q, hook_k (B, H, T, D)  the queries and keys that enter the dot products
-///   hook_v         (B, H, Tk, D) the values
-///   hook_pattern   (B, H, Tq, Tk) the attention weights (after dropout, as `weights`)
-///   hook_z         (B, H, Tq, D) each head's output, before the heads are merged and projected
-///   hook_result    (B, Tq, E)    the layer's output, after w_o (TransformerLens: hook_attn_out)
+/// Hook points (children; see HookPoint), named as TransformerLens names them; per-head values
+/// are head-major (B, H, ...), where TransformerLens's are (B, T, H, ...):
+///   hook_q, hook_k    (B, H, T, D)   the queries and keys that enter the dot products
+///   hook_v            (B, H, Tk, Dv) the values
+///   hook_attn_scores  (B, H, Tq, Tk) the scaled scores q . k * scale after the masks (-inf where
+///                                    a key is masked), before the softmax
+///   hook_pattern      (B, H, Tq, Tk) the attention weights (after dropout, as `weights`)
+///   hook_z            (B, H, Tq, Dv) each head's output, before the heads are merged and projected
+///   hook_head_result  (B, H, Tq, E)  each head's share of the output, z_h W_o[:, h]^T (no bias):
+///                                    the output is their sum over h plus w_o's bias
+///                                    (TransformerLens: hook_result, (B, T, H, E))
+///   hook_result       (B, Tq, E)     the layer's output, after w_o (TransformerLens: hook_attn_out)
 /// Decoding with a KV cache runs hook_z and hook_result only (on the new positions).
 /// A hook on hook_pattern makes the fused implementation compute the weights (it never builds a
-/// Tq x Tk buffer otherwise); a hook that replaces the pattern makes the layer attend with the
-/// replacement (z = pattern @ v, differentiable in the pattern; with the fused implementation the
-/// original weights are detached, so q and k then get no gradient through the patched path).
+/// Tq x Tk buffer otherwise); a hook on hook_attn_scores, or on hook_pattern while recording a
+/// tape, makes the layer run the composite implementation, so the scores and the pattern are part
+/// of the graph (gradients reach q and k through them). A hook that replaces the pattern makes the
+/// layer attend with the replacement (z = pattern @ v). A hook on hook_head_result makes the layer
+/// compute the per-head results (H products instead of one); nothing of this runs unhooked.
 
 #include <optional>
 #include <string>
@@ -122,6 +130,12 @@ class MultiHeadAttention : public Module<T> {
   /// See the file comment. Throws ShapeError for inputs or masks that do not fit.
   MultiHeadAttentionOutput<T> forward(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
                                       const MultiHeadAttentionArgs<T>& args = {}) const;
+  /// The same with one input per head: query (B, H, Tq, E), key (B, H, Tk, kdim), value
+  /// (B, H, Tk, vdim); head h's q, k and v are projected from its own inputs (rows h D .. (h + 1) D
+  /// of w_q, w_k, w_v). Equal to forward() when every head's inputs are the same: the split inputs
+  /// of a layer's hook_q_input, hook_k_input, hook_v_input (TransformerLens's use_split_qkv_input).
+  MultiHeadAttentionOutput<T> forward_per_head(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
+                                               const MultiHeadAttentionArgs<T>& args = {}) const;
 
   /// Attention dropout draws from `gen` (not owned); nullptr = default_generator().
   void set_generator(Generator* gen) { generator_ = gen; }
@@ -132,9 +146,14 @@ class MultiHeadAttention : public Module<T> {
   std::size_t value_dim() const { return value_dim_; }  ///< Dv, of values and z
 
   std::shared_ptr<Linear<T>> w_q, w_k, w_v, w_o;
-  std::shared_ptr<HookPoint<T>> hook_q, hook_k, hook_v, hook_pattern, hook_z, hook_result;
+  std::shared_ptr<HookPoint<T>> hook_q, hook_k, hook_v, hook_attn_scores, hook_pattern, hook_z, hook_head_result,
+      hook_result;
 
  private:
+  void check_inputs(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value, bool per_head) const;
+  // q (B, H, Tq, D), k (B, H, Tk, D), v (B, H, Tk, Dv) through the hook points, the attention and w_o.
+  MultiHeadAttentionOutput<T> attend(const Variable<T>& q, const Variable<T>& k, const Variable<T>& v,
+                                     const MultiHeadAttentionArgs<T>& args) const;
   MultiHeadAttentionOutput<T> forward_cached(const Variable<T>& query, const Variable<T>& key, const Variable<T>& value,
                                              const MultiHeadAttentionArgs<T>& args) const;
   MultiHeadAttentionOptions options_;

@@ -56,6 +56,19 @@ struct TransformerLayerOptions {
 /// Parameters: "attn.*" (MultiHeadAttention), "ff.fc1.*", "ff.fc2.*", "norm1.*", "norm2.*"
 /// (with attn_only: "attn.*", "norm1.*"; with norm none no norm1, norm2). Init: attn, then ff,
 /// from `gen` (norms start at weight 1, bias 0).
+///
+/// Hook points of the residual stream, named as TransformerLens names them (B, T, C):
+///   hook_resid_pre   the layer's input
+///   hook_resid_mid   after the attention's residual add (post-LN: after norm1); not attn_only
+///   hook_mlp_in      the stream entering the feed-forward branch (before norm2 in pre-LN); the
+///                    residual path does not pass it, so its gradient is the branch's alone
+///   hook_mlp_out     the feed-forward branch's output, before it is added
+///   hook_resid_post  the layer's output (the layer's own forward hooks see the same value)
+/// and the split inputs of the attention (B, H, T, C): hook_q_input, hook_k_input, hook_v_input,
+/// each head's own copy of the stream its query, key or value reads (before norm1 in pre-LN,
+/// which then normalises each copy). A hook on any of them makes the layer run
+/// MultiHeadAttention::forward_per_head (TransformerLens's use_split_qkv_input); unhooked, one
+/// input serves every head, as without them.
 template <class T>
 class TransformerEncoderLayer : public Module<T> {
  public:
@@ -72,8 +85,12 @@ class TransformerEncoderLayer : public Module<T> {
   std::shared_ptr<FeedForward<T>> ff;
   std::shared_ptr<LayerNorm<T>> norm1, norm2;  ///< null with norm none (norm2 also with attn_only)
   std::shared_ptr<Dropout<T>> drop1;
+  std::shared_ptr<HookPoint<T>> hook_resid_pre, hook_q_input, hook_k_input, hook_v_input, hook_resid_mid, hook_mlp_in,
+      hook_mlp_out, hook_resid_post;  ///< hook_resid_mid, hook_mlp_in, hook_mlp_out: null without ff
 
  private:
+  Variable<T> attention(const Variable<T>& x, const MultiHeadAttentionArgs<T>& args) const;
+  Variable<T> mlp(const Variable<T>& y) const;
   TransformerLayerOptions options_;
 };
 

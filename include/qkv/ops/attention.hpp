@@ -18,6 +18,7 @@
 /// Dropout draws the mask qkv::dropout would draw on the (B, H, Tq, Tk) weights from the same
 /// generator state, so both implementations agree under dropout. See docs/attention.md.
 
+#include <functional>
 #include <optional>
 
 #include "qkv/autograd/variable.hpp"
@@ -120,13 +121,18 @@ struct AttentionOutput {
 /// the scores' shape (B, H, Tq, Tk) = ..." otherwise. The one mask-broadcast rule of qkv.
 kernels::Strides4 mask_strides(const Shape& shape, const Shape& target, const std::string& what);
 
+/// Called on the masked, scaled scores (B, H, Tq, Tk) before the softmax, which softmaxes what it
+/// returns (a layer's hook_attn_scores); it makes the composite implementation run.
+template <class T> using ScoresHook = std::function<Variable<T>(const Variable<T>&)>;
+
 /// See the file comment. Throws ShapeError on mismatched shapes (naming q, k, v, mask and their
 /// shapes) and ValueError on dropout_p outside [0, 1).
 template <class T>
 AttentionOutput<T> scaled_dot_product_attention(const Variable<T>& q, const Variable<T>& k,
                                                 const Variable<T>& v,
                                                 const AttentionMask<T>& mask = {},
-                                                const AttentionOptions& options = {});
+                                                const AttentionOptions& options = {},
+                                                const ScoresHook<T>& on_scores = {});
 
 /// Attention of new queries over a KV cache, for decoding (inference: records nothing; throws
 /// Error when grad is enabled and q requires it). q (B, H, Tq, D); k_cache (B, H, capacity, D)
