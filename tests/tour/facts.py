@@ -53,9 +53,20 @@ def keys_of(head):
 
 
 def role(head, column):
-    """A role score of `qkv heads`'s role table: head L.H, the relation's column (0-based)."""
+    """A role score of `qkv heads`'s first role table (over every token): head L.H, the relation's
+    column (0-based). Its cells are shares written 0.123 (or -), which the position-or-role table's
+    offsets (-1, +2, 0) are not."""
     layer, h = head.split(".")
-    return rf"^\s+{layer}\.{h}" + r"\s+[\d.-]+" * column + r"\s+([\d.]+)"
+    return rf"^\s+{layer}\.{h}" + r"\s+(?:\d\.\d{3}|-)" * column + r"\s+(\d\.\d{3})"
+
+
+def position(head, group):
+    """`qkv heads`' position-or-role table, head L.H: group 'offset' (the key offset most queries put
+    their largest weight on), 'share' (their share) or 'label' (positional (...), role: R or empty)."""
+    layer, h = head.split(".")
+    cells = {"offset": r"[+-]?\d+", "share": r"\d\.\d{3}", "label": r".*?"}
+    offset, share, label = (f"({v})" if k == group else v for k, v in cells.items())
+    return rf"^\s+{layer}\.{h}\s+{offset}\s+{share}  {label}\s*$"
 
 
 FACTS.update({

@@ -200,6 +200,7 @@ def analyse_run(a, job):
         ablate = sorted(set(drawn) | {chosen[WHO], chosen[WHAT]})
     rel_index = {rel: relations.index(rel) for rel in TESTED}
     deltas = {hd: {rel: [[], []] for rel in TESTED} for hd in ablate}  # [on R's tokens, on the others]
+    intransitive = {hd: [] for hd in ablate}  # on the masked verbs with a subject and no object
     for d in range(a.draws):
         batch = remask(test, [seed, d], tok_size)
         sel = batch["targets"] >= 0
@@ -215,6 +216,7 @@ def analyse_run(a, job):
             for rel in TESTED:
                 deltas[(l, h)][rel][0].append(diff[groups[rel]])
                 deltas[(l, h)][rel][1].append(diff[~groups[rel]])
+            intransitive[(l, h)].append(diff[groups[WHO] & ~groups[WHAT]])
     attr = attribution(ck, ablate)
     abl_rows = []
     for hd in ablate:
@@ -228,6 +230,13 @@ def analyse_run(a, job):
             r[f"loss_change_other_{short}"] = float(other.mean()) if len(other) else float("nan")
             r[f"specific_{short}"] = r[f"loss_change_{short}_tokens"] - r[f"loss_change_other_{short}"]
             r[f"{short}_tokens"] = len(on)
+        # Every verb with an object has a subject too, so c_who and c_what contrast nearly the same
+        # tokens (the masked verbs) with the rest: described beside them, the what head's cost on the
+        # verbs with an object against the verbs without one (verbs both, only the object differs).
+        intr = np.concatenate(intransitive[hd])
+        r["loss_change_intransitive"] = float(intr.mean()) if len(intr) else float("nan")
+        r["intransitive_tokens"] = len(intr)
+        r["what_vs_intransitive"] = r["loss_change_what_tokens"] - r["loss_change_intransitive"]
         r["attribution"] = "" if attr is None else attr.get(hd, "")
         abl_rows.append(r)
 
@@ -412,6 +421,25 @@ def cmd_report(a):
             cells[2].append(mean([float(r[f"loss_change_{short}_tokens"]) for r in oth]))
             cells[3].append(mean([float(r[f"loss_change_other_{short}"]) for r in oth]))
         print(f"| {rel} | {len(cells[0])} | " + " | ".join(fmt(mean(c), "+.4f") for c in cells) + " |")
+    # Described (added after the pilot, before any reported run): c_who and c_what contrast almost the
+    # same tokens, since every verb with an object has a subject; the verbs with an object against
+    # those without one tell a what head's cost from a verb head's.
+    if abl and "what_vs_intransitive" in abl[0]:
+        print("\nDescribed, not tested: the loss change on the masked verbs with an object minus that on the masked "
+              "verbs without one (every verb has a subject, so c_who and c_what above contrast nearly the same "
+              "tokens), per head kind (mean over the runs; the random head: the mean over the other ablated heads):\n")
+        print("| head | runs | verbs with an object - verbs without | verbs without an object (tokens per run) |")
+        print("|---|---|---|---|")
+        for name, pick in (("what head", lambda r: int(r["is_what_head"])), ("who head", lambda r: int(r["is_who_head"])),
+                           ("random head", lambda r: not int(r["is_what_head"]) and not int(r["is_who_head"]))):
+            vals, toks = [], []
+            for rows in by_run.values():
+                sel = [float(r["what_vs_intransitive"]) for r in rows if pick(r)
+                       and not math.isnan(float(r["what_vs_intransitive"]))]
+                if sel:
+                    vals.append(mean(sel))
+                    toks.append(float(rows[0]["intransitive_tokens"]))
+            print(f"| {name} | {len(vals)} | {fmt(mean(vals), '+.4f')} | {fmt(mean(toks), '.0f')} |")
     print("\nOther relations (described, not tested): s / b, mean over every run of a depth:\n")
     rels = sorted({r["relation"] for r in roles} - set(TESTED), key=lambda x: (x not in ARGUMENT, x))
     print("| layers | " + " | ".join(rels) + " |")
