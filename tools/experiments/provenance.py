@@ -40,3 +40,26 @@ def machine_columns(binary):
     blas = re.search(r"kernel (\S+)", info)
     name, flags = machine.cpu_info()
     return {"cpu": cpu.group(1).strip() if cpu else name, "isa": machine.isa(flags), "blas": blas.group(1) if blas else "unknown"}
+
+
+def annotate(rows, binary):
+    """rows (dicts of a sweep's results.csv) with the commit of `binary` and the machine's columns."""
+    extra = {"commit": binary_commit(binary), **machine_columns(binary)}
+    return [{**r, **{k: v for k, v in extra.items() if k not in r}} for r in rows]
+
+
+if __name__ == "__main__":
+    # provenance.py annotate --qkv BINARY < results.csv > annotated.csv: every row with the commit
+    # and CPU columns (run.sh's pilot CSVs; the runs ran on this machine with BINARY).
+    import argparse
+    import csv
+    ap = argparse.ArgumentParser(description="annotate a CSV of runs with their commit and CPU")
+    ap.add_argument("cmd", choices=["annotate"])
+    ap.add_argument("--qkv", required=True)
+    a = ap.parse_args()
+    rows = list(csv.DictReader(sys.stdin))
+    out = annotate(rows, a.qkv)
+    if out:
+        w = csv.DictWriter(sys.stdout, fieldnames=list(out[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(out)

@@ -465,16 +465,17 @@ chosen_lrs() {
   $py $S/roles.py select --key $key $(pilot_dirs $name) > "$out.new"
   mv "$out.new" "$out"
 }
-# pilot_csv NAME OUT: every run of NAME's pilot and its extensions (their results.csv rows) into OUT,
-# the pilot CSV committed beside the lr file (lr_grid.py chooses again from it); without the
-# pilot's sweeps (--report-only on a checkout) the committed OUT is kept.
+# pilot_csv NAME OUT: every run of NAME's pilot and its extensions (their results.csv rows, with the
+# commit of the training binary and the CPU: provenance.py) into OUT, the pilot CSV committed beside
+# the lr file (lr_grid.py chooses again from it); without the pilot's sweeps (--report-only on a
+# checkout) the committed OUT is kept.
 pilot_csv() {
   local name=$1 out=$2 first=1 d
   [ -d "$runs/$name/pilot" ] || return 0
   for d in $(pilot_dirs $name); do
     [ -f "$d/results.csv" ] || continue
     if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
-  done > "$out.new"
+  done | $py $S/provenance.py annotate --qkv "$qkv" > "$out.new"
   mv "$out.new" "$out"
 }
 # has_sweeps NAME DIR...: whether there are sweeps to report from; without them (--report-only on a
