@@ -193,7 +193,7 @@ def self_test(root):
         ("src/model/fill.cpp", '#include "../interp/json.hpp"', 'src/model/fill.cpp:2: includes "../interp/json.hpp", outside'),
         ("include/qkv/model/fill.hpp", '#include "answer.hpp"', 'include/qkv/model/fill.hpp:2: the public header includes'),
         ("src/python/model.cpp", '#include "app/loaded.hpp"', 'src/python/model.cpp:2: includes "app/loaded.hpp", outside'),
-        ("src/app/patch.cpp", '#include "../python/model.hpp"', 'src/app/patch.cpp:2: includes "../python/model.hpp", outside'),
+        ("src/app/causal.cpp", '#include "../python/model.hpp"', 'src/app/causal.cpp:2: includes "../python/model.hpp", outside'),
         ("src/python/module.cpp", "void spawn() { fork(); }", "src/python/module.cpp:2: the Python module forks the process"),
     ]
     with tempfile.TemporaryDirectory() as tmp:

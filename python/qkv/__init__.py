@@ -18,8 +18,9 @@ no environment change. docs/python.md is the guide.
 """
 
 from ._qkv import ConfigError, Error, IoError, ShapeError, __version__
-from .instruments import (HeadTable, ablate, analyze, evaluate, explain, fill, generate, head_similarity, heads, patch,
-                          swap)
+from .instruments import (HeadTable, ablate, analyze, attribute, evaluate, explain, fill, generate, head_similarity,
+                          heads, logit_lens, patch, path_patch, swap)
+from .metrics import Metric, logit_diff, loss
 from .model import ActivationCache, Config, HookPoint, Model, load
 from .runtime import info, num_threads, set_num_threads
 from .training import train
@@ -27,7 +28,7 @@ from .training import train
 __all__ = [
     "load", "Model", "Config", "ActivationCache", "HookPoint",
     "heads", "HeadTable", "head_similarity", "ablate", "swap", "evaluate", "explain", "fill", "generate", "patch",
-    "analyze",
+    "analyze", "attribute", "path_patch", "logit_lens", "Metric", "logit_diff", "loss",
     "train", "info", "num_threads", "set_num_threads",
     "Error", "ConfigError", "IoError", "ShapeError", "__version__",
 ]

@@ -1,6 +1,6 @@
 """The instruments as functions: each is one library call, the same the qkv command and the studio
 make (`qkv heads`, `qkv ablate`, `qkv swap`, `qkv eval`, `qkv explain`, `qkv fill`, `qkv generate`,
-`qkv patch`, the studio's analysis), read back from the library's JSON: the same numbers, bit for
+`qkv patch`, `qkv attribute`, `qkv path`, `qkv lens`, the studio's analysis), read back from the library's JSON: the same numbers, bit for
 bit, whichever front end asks."""
 
 import base64
@@ -215,6 +215,99 @@ def patch(model, clean, corrupt, answer=None, wrong=None, metric=None, position=
             scores[li, h] = _nan(p["restored"])
     return {"scores": scores, "clean": r["clean"], "corrupt": r["corrupt"], "layers": layers, "position": r["position"],
             "answer": r["answer"], "wrong": r["wrong"], "point": r["point"], "result": r}
+
+
+def _two_runs(model, answer, wrong):
+    ids = [isinstance(t, (int, np.integer)) for t in (answer, wrong) if t is not None]
+    if ids and not all(ids) and any(ids):
+        raise ValueError("answer, wrong: give both as token ids (ints) or both as tokens (str)")
+    return (None if answer is None else str(answer), None if wrong is None else str(wrong), bool(ids and all(ids)))
+
+
+def attribute(model, clean, corrupt, method="eap-ig", steps=5, answer=None, wrong=None, position=None, metric=None,
+              noise=False):
+    """Attribution patching, EAP or EAP-IG (method "attribution", "eap", "eap-ig"), as `qkv
+    attribute`: activation patching estimated from gradients on qkv's tape (docs/instruments.md
+    has the formulas). Scores are shares of metric(clean) - metric(corrupt), the units of
+    qkv.patch's. The metric is the logit difference (answer, wrong, position: qkv.patch's defaults),
+    or a qkv.Metric / a function of the logits (1, T, V) given instead (its gradient by central
+    differences when it has none). steps: EAP-IG's interpolation steps (default 5). noise=True:
+    the noising direction (gradients at the clean run).
+
+    Returns {"heads": (layers, heads) array, "head_positions": (layers, heads, T) array, "edges":
+    [(from, to, score)], "clean", "corrupt": the metric of both runs, "tokens", "position",
+    "answer", "wrong", "forward_passes", "backward_passes", "result": the library's JSON}."""
+    model._no_added_hooks("qkv.attribute")
+    a, w, ids = _two_runs(model, answer, wrong)
+    fn = grad = None
+    if metric is not None:
+        from .metrics import as_metric
+        m = as_metric(metric, "metric")
+        fn, grad = m.fn, m.grad
+    r = json.loads(_qkv.attribute(model._m, _input(model, clean), _input(model, corrupt),
+                                  None if position is None else int(position), a, w, ids, str(method), int(steps),
+                                  bool(noise), fn, grad))
+    H = max(len(h) for h in r["heads"])
+    heads = np.full((len(r["heads"]), H), np.nan)
+    per_t = np.full((len(r["heads"]), H, len(r["tokens"])), np.nan)
+    for li, layer in enumerate(r["heads"]):
+        heads[li, :len(layer)] = layer
+        for h, ts in enumerate(r["head_positions"][li]):
+            per_t[li, h] = ts
+    return {"heads": heads, "head_positions": per_t, "edges": [(e["from"], e["to"], e["score"]) for e in r["edges"]],
+            "clean": r["clean"], "corrupt": r["corrupt"], "tokens": r["tokens"], "position": r["position"],
+            "answer": r["answer"], "wrong": r["wrong"], "forward_passes": r["forward_passes"],
+            "backward_passes": r["backward_passes"], "result": r}
+
+
+def path_patch(model, clean, corrupt, sender, receivers=None, answer=None, wrong=None, position=None):
+    """Path patching (Wang et al. 2022), as `qkv path`: the share of metric(clean) -
+    metric(corrupt) head `sender` ((layer, head) or "L.H") carries to each receiver by the
+    residual stream alone. receivers: "L.H<q>" / "L.H.k" / "logits" strings or (layer, head, "q")
+    tuples; default every later head's q, k and v inputs and the logits.
+
+    Returns {"restored": {receiver name: share}, "together": the head receivers at once, "clean",
+    "corrupt", "position", "answer", "wrong", "forward_passes", "result": the library's JSON}."""
+    model._no_added_hooks("qkv.path_patch")
+    a, w, ids = _two_runs(model, answer, wrong)
+    if isinstance(sender, str):
+        parts = sender.split(".")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"sender: expected 'LAYER.HEAD' or (layer, head), found {sender!r}")
+        sender = tuple(map(int, parts))
+    names = []
+    for rec in receivers or ():
+        names.append(rec if isinstance(rec, str) else f"{int(rec[0])}.{int(rec[1])}<{rec[2]}>")
+    r = json.loads(_qkv.path_patch(model._m, _input(model, clean), _input(model, corrupt),
+                                   None if position is None else int(position), a, w, ids,
+                                   (int(sender[0]), int(sender[1])), names))
+    return {"restored": {x["name"]: x["restored"] for x in r["receivers"]}, "together": r["restored_all"],
+            "clean": r["clean"], "corrupt": r["corrupt"], "position": r["position"], "answer": r["answer"],
+            "wrong": r["wrong"], "forward_passes": r["forward_passes"], "result": r}
+
+
+def logit_lens(model, x=None, position=None, answer=None, wrong=None, top_k=3, example=None, mask_text=MASK_TEXT):
+    """The logit lens and direct logit attribution, as `qkv lens`: the residual stream after each
+    stage ("embed", "blocks.0", ...) read by the final norm and the output layer, and each write's
+    share of logit(answer) - logit(wrong) at `position` (defaults: the first mask, else the last
+    position; the most likely and second most likely token).
+
+    Returns {"stages", "tokens", "top": [[[(token, p)] per position] per stage], "stage_diff":
+    array per stage, "dla": {write: contribution} (empty for a post-LN model), "heads": (layers,
+    heads) array of the heads' contributions, "logit_diff", "position", "answer", "wrong",
+    "result": the library's JSON}."""
+    model._no_added_hooks("qkv.logit_lens")
+    a, w, ids = _two_runs(model, answer, wrong)
+    if x is None and example is None:
+        example = 0
+    r = json.loads(_qkv.logit_lens(model._m, _input(model, x, mask_text, example),
+                                   None if position is None else int(position), a, w, ids, int(top_k)))
+    heads = np.array([[float(v) for v in layer] for layer in r["heads"]]) if r["heads"] else np.zeros((0, 0))
+    return {"stages": r["stages"], "tokens": r["tokens"],
+            "top": [[[(c["token"], c["p"]) for c in pos] for pos in stage] for stage in r["top"]],
+            "stage_diff": np.array(r["stage_diff"]), "dla": {c["name"]: c["value"] for c in r["contributions"]},
+            "heads": heads, "logit_diff": r["logit_diff"], "position": r["position"], "answer": r["answer"],
+            "wrong": r["wrong"], "result": r}
 
 
 def analyze(model, x=None, ablate=(), mode="zero", top_k=5, example=None, mask_text=MASK_TEXT):

@@ -106,17 +106,40 @@ def _transformer_lens_hint(name, known):
 
 @dataclass(frozen=True)
 class Config:
-    """The model's sizes under TransformerLens's names (HookedTransformerConfig), read from the
-    checkpoint's config: m.cfg.n_layers, m.cfg.n_heads, ... (m.config holds every key)."""
+    """The model's sizes and kinds under TransformerLens's names (HookedTransformerConfig), read
+    from the checkpoint's config: m.cfg.n_layers, m.cfg.n_heads, ... (m.config holds every key)."""
 
     n_layers: int      # blocks (of the encoder, for an encoder-decoder model)
     n_heads: int       # H
     d_model: int       # C
     d_head: int        # D of the first attention layer
-    d_mlp: int         # the feed-forward width
+    d_mlp: object      # the feed-forward width; None for an attention-only model (attn_only)
     d_vocab: int       # input token ids are < d_vocab
     d_vocab_out: int   # V, the logits' last axis
     n_ctx: int         # the longest row the model reads
+    attn_only: bool = False
+    normalization_type: object = "LN"   # "LN" (LayerNorm, pre-LN blocks), "LNPost" (post-LN), None (model.norm: none)
+    positional_embedding_type: str = "standard"  # "standard" (learned), "sinusoidal", "rotary"
+    act_fn: object = "gelu"             # "gelu" (exact, erf) or "relu"; None when attn_only
+    eps: float = 1e-5                   # LayerNorm's epsilon
+    d_vocab_embed: int = 0              # rows of the token embedding W_E (d_vocab plus special tokens)
+
+
+def _frozen(a):
+    """A read-only float array (a copy when `a` is a view of someone else's buffer)."""
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+_HEAD_AXIS = re.compile(r"(.*\.attn\.hook_(q|k|v|z|head_result)|.*\.hook_(q|k|v)_input)$")
+LAYOUTS = ("qkv", "transformer_lens")
+
+
+def _is_per_head(name):
+    """Hook points whose axis 1 is the head in qkv's layout (B, H, T, X) and axis 2 in
+    TransformerLens's (B, T, H, X)."""
+    return bool(_HEAD_AXIS.match(name))
 
 
 class HookPoint:
@@ -233,9 +256,19 @@ class Model:
         self._added_hooks = []  # (name, fn(activation, hook)) pairs of add_hook, in order
         first = self.attention_layers[0]
         blocks = sum(1 for n in self.module_names if re.fullmatch(r"(encoder\.)?blocks\.\d+", n))
-        self.cfg = Config(n_layers=blocks, n_heads=first["heads"], d_model=self.config["model"]["d_model"],
-                          d_head=first["head_dim"], d_mlp=self.config["model"]["d_ff"], d_vocab=model.input_vocab,
-                          d_vocab_out=model.num_classes, n_ctx=model.max_len)
+        mc = self.config["model"]
+        attn_only = bool(mc.get("attn_only", False))
+        norm = None if mc.get("norm", "layer") == "none" else ("LN" if mc.get("norm_first", True) else "LNPost")
+        positional = {"learned": "standard", "sinusoidal": "sinusoidal", "rope": "rotary"}.get(mc.get("positional"),
+                                                                                                mc.get("positional"))
+        emb = self.state_dict().get("tok_emb.weight")
+        self.cfg = Config(n_layers=blocks, n_heads=first["heads"], d_model=mc["d_model"], d_head=first["head_dim"],
+                          d_mlp=None if attn_only else mc["d_ff"], d_vocab=model.input_vocab,
+                          d_vocab_out=model.num_classes, n_ctx=model.max_len, attn_only=attn_only,
+                          normalization_type=norm, positional_embedding_type=positional,
+                          act_fn=None if attn_only else mc.get("activation", "gelu"), eps=1e-5,
+                          d_vocab_embed=0 if emb is None else emb.shape[0])
+        self._layout = "qkv"
 
     # ---- what the model is ----
     @property
@@ -297,6 +330,114 @@ class Model:
         """{dotted name: parameter} in registration order ("blocks.0.attn.w_q.weight" (H*D, C), ...):
         read-only numpy views of the model's own parameters (no copy; the checkpoint's /model)."""
         return self._m.state_dict()
+
+    # ---- weights under TransformerLens's names and shapes (read-only copies) ----
+    def _attn(self, layer, what):
+        """The attention parameter `what` ("w_q.weight", ...) of block `layer` (encoder or decoder-only)."""
+        if self.arch == "encoder-decoder":
+            raise ValueError("weights by TransformerLens's names: for encoder and decoder-only models (an "
+                             "encoder-decoder's are in state_dict(), under encoder.blocks and decoder.blocks)")
+        return self.state_dict()[f"blocks.{layer}.attn.{what}"]
+
+    def _per_head(self, what, out_axis):
+        """(n_layers, n_heads, ...) from a (H*X, C) projection (out_axis 0) or a (C, H*X) one (1)."""
+        H, out = self.cfg.n_heads, []
+        for layer in range(self.cfg.n_layers):
+            w = self._attn(layer, what)
+            if out_axis == 0:  # (H*X, C) -> (H, C, X)
+                out.append(w.reshape(H, -1, w.shape[1]).transpose(0, 2, 1))
+            else:              # (C, H*X) -> (H, X, C)
+                out.append(w.reshape(w.shape[0], H, -1).transpose(1, 2, 0))
+        return _frozen(np.stack(out))
+
+    @property
+    def W_Q(self):
+        """(n_layers, n_heads, d_model, d_head): q_h = x @ W_Q[l, h] + b_Q[l, h] (x after norm1 in a pre-LN block)."""
+        return self._per_head("w_q.weight", 0)
+
+    @property
+    def W_K(self):
+        """(n_layers, n_heads, d_model, d_head)."""
+        return self._per_head("w_k.weight", 0)
+
+    @property
+    def W_V(self):
+        """(n_layers, n_heads, d_model, d_head_v)."""
+        return self._per_head("w_v.weight", 0)
+
+    @property
+    def W_O(self):
+        """(n_layers, n_heads, d_head_v, d_model): the layer's output is sum_h z_h @ W_O[l, h] + b_O[l]."""
+        return self._per_head("w_o.weight", 1)
+
+    def _bias(self, what):
+        H = self.cfg.n_heads
+        return _frozen(np.stack([self._attn(layer, what).reshape(H, -1) for layer in range(self.cfg.n_layers)]))
+
+    @property
+    def b_Q(self):
+        """(n_layers, n_heads, d_head)."""
+        return self._bias("w_q.bias")
+
+    @property
+    def b_K(self):
+        """(n_layers, n_heads, d_head)."""
+        return self._bias("w_k.bias")
+
+    @property
+    def b_V(self):
+        """(n_layers, n_heads, d_head_v)."""
+        return self._bias("w_v.bias")
+
+    @property
+    def b_O(self):
+        """(n_layers, d_model)."""
+        return _frozen(np.stack([self._attn(layer, "w_o.bias") for layer in range(self.cfg.n_layers)]))
+
+    @property
+    def W_E(self):
+        """(d_vocab_embed, d_model): the token embeddings (a tied decoder multiplies them by sqrt(d_model) on input)."""
+        return _frozen(self.state_dict()["tok_emb.weight"])
+
+    @property
+    def W_pos(self):
+        """(positions, d_model): learned positions (ValueError for sinusoidal and rotary ones, which have no weights)."""
+        sd = self.state_dict()
+        if "pos.weight" not in sd:
+            raise ValueError(f"W_pos: the model's positions are {self.cfg.positional_embedding_type}, not learned weights")
+        return _frozen(sd["pos.weight"])
+
+    @property
+    def W_U(self):
+        """(d_model, d_vocab_out): logits = norm(resid) @ W_U + b_U (the token embeddings' transpose when tied)."""
+        sd = self.state_dict()
+        return _frozen((sd["head.weight"] if "head.weight" in sd else sd["tok_emb.weight"][: self.num_classes]).T)
+
+    @property
+    def b_U(self):
+        """(d_vocab_out,): the output bias (zeros when the model has none)."""
+        return _frozen(self.state_dict().get("head.bias", np.zeros(self.num_classes, np.float32)))
+
+    def qk_circuit(self, layer, head, full=False):
+        """The head's QK circuit, W_Q[l, h] @ W_K[l, h].T (d_model, d_model): the bilinear form the
+        scores are made of, score(i, j) = scale * (x_i W_Q + b_Q) . (x_j W_K + b_K) (biases, the
+        norm before the head, rotary positions and the scale left out, as TransformerLens's
+        model.QK). full=True: W_E @ QK @ W_E.T (d_vocab_embed, d_vocab_embed), token against token
+        (through the embeddings alone: no positions, no norm)."""
+        qk = self.W_Q[layer, head].astype(np.float64) @ self.W_K[layer, head].astype(np.float64).T
+        if full:
+            e = self.W_E.astype(np.float64)
+            qk = e @ qk @ e.T
+        return _frozen(qk)
+
+    def ov_circuit(self, layer, head, full=False):
+        """The head's OV circuit, W_V[l, h] @ W_O[l, h] (d_model, d_model): what attending to x_j
+        writes, x_j @ OV (as TransformerLens's model.OV). full=True: W_E @ OV @ W_U
+        (d_vocab_embed, d_vocab_out): the logits a token attended to raises (no norms)."""
+        ov = self.W_V[layer, head].astype(np.float64) @ self.W_O[layer, head].astype(np.float64)
+        if full:
+            ov = self.W_E.astype(np.float64) @ ov @ self.W_U.astype(np.float64)
+        return _frozen(ov)
 
     # ---- tokens ----
     def tokenize(self, text, mask_text=MASK_TEXT):
@@ -383,9 +524,47 @@ class Model:
             else:
                 names = [self._checked(where, "fwd_hooks")]
             for name in names:
-                point = HookPoint(name)
-                out.append((name, lambda a, fn=fn, point=point: fn(a, point)))
+                out.append((name, self._hook_fn(name, fn)))
         return out
+
+    # ---- the layout of per-head arrays ----
+    @property
+    def layout(self):
+        """How arrays with a head axis are handed out: "qkv" (the default), (B, H, T, X): heads
+        before positions, as attention computes them; or "transformer_lens", (B, T, H, X), as
+        TransformerLens's hook_q, hook_k, hook_v, hook_z, hook_result and hook_*_input are. Set it
+        (m.layout = "transformer_lens") and every cache, hook function, gradient and weight of
+        this model follows (transposed views, no copies; a hook's replacement is taken in the same
+        layout). hook_pattern and hook_attn_scores are (B, H, Tq, Tk) in both."""
+        return self._layout
+
+    @layout.setter
+    def layout(self, value):
+        if value not in LAYOUTS:
+            raise ValueError(f"layout: expected one of {', '.join(map(repr, LAYOUTS))}, found {value!r}")
+        self._layout = value
+
+    def _out(self, name, a):
+        """`a` recorded at `name`, in this model's layout (a view)."""
+        if self._layout == "transformer_lens" and a.ndim == 4 and _is_per_head(name):
+            return a.transpose(0, 2, 1, 3)
+        return a
+
+    def _hook_fn(self, name, fn):
+        """fn(activation, hook) as the C++ side calls it: in this model's layout, both ways."""
+        point = HookPoint(name)
+        if self._layout == "transformer_lens" and _is_per_head(name):
+            def in_layout(a, fn=fn, point=point):
+                r = fn(a.transpose(0, 2, 1, 3), point)
+                if r is None:
+                    return None
+                r = np.asarray(r)
+                if r.ndim != 4:
+                    raise ValueError(f"hook {name!r} returned shape {r.shape}; expected (B, T, H, X), the "
+                                     f"transformer_lens layout of this model")
+                return r.transpose(0, 2, 1, 3)
+            return in_layout
+        return lambda a, fn=fn, point=point: fn(a, point)
 
     # ---- hooks that stay on the model (TransformerLens's add_hook, reset_hooks, hooks) ----
     def add_hook(self, name, fn):
@@ -425,7 +604,8 @@ class Model:
             raise ValueError(f"{what}: the model has hooks added with add_hook or hooks() ({names}), which {what} "
                              f"does not run (it runs in C++); call m.reset_hooks() first, or use run_with_hooks")
 
-    def run_with_cache(self, x, names_filter=None, fwd_hooks=(), remove_batch_dim=False):
+    def run_with_cache(self, x, names_filter=None, fwd_hooks=(), remove_batch_dim=False, incl_bwd=False, metric=None,
+                       bwd_hooks=()):
         """Run `x` and record activations: returns (logits, cache), logits (B, T, V).
 
         names_filter (TransformerLens's): None records every hook point; a name ("blocks.0.attn.
@@ -436,15 +616,57 @@ class Model:
         fwd_hooks: as run_with_hooks; the cache holds the values they leave (hooks added with
         add_hook run too). remove_batch_dim=True (one row only): the cache's arrays without their
         batch axis, e.g. hook_pattern (H, Tq, Tk); the logits keep theirs, as in TransformerLens.
-        The arrays are views of qkv's buffers, not copies.
+        The cache's arrays are read-only views of qkv's buffers, not copies; the logits are the
+        caller's to change (a copy when a recorded value is the logits' buffer).
+
+        incl_bwd=True also records, under "<name>_grad", the gradient of `metric` with respect to
+        each recorded hook point (one forward and one backward pass on qkv's tape, parameters
+        frozen, eval mode; nn::run_with_grads). metric: a qkv.Metric (qkv.logit_diff(position,
+        answer, wrong), qkv.loss(targets, positions)), or a function of the logits (B, T, V) ->
+        float, whose gradient is then taken by central differences (one call per logit: fine for
+        small models; give qkv.Metric(fn, grad) for large ones). A hook that replaces a value cuts
+        the gradient there (the replacement is a constant). bwd_hooks: (name, fn) pairs called
+        with (gradient, hook) after the backward pass, to observe (they cannot change it: a
+        return other than None raises).
         """
         row = self.input_row(x)
         if remove_batch_dim and np.asarray(row["inputs"]).shape[0] != 1:
             raise ValueError(f"remove_batch_dim: expected one row, found {np.asarray(row['inputs']).shape[0]}")
-        logits, arrays = self._m.run(row, self._names(names_filter), self._hooks(fwd_hooks))
+        names = self._names(names_filter)
+        if not incl_bwd:
+            if metric is not None or bwd_hooks:
+                raise ValueError("metric and bwd_hooks need incl_bwd=True")
+            logits, arrays = self._m.run(row, names, self._hooks(fwd_hooks))
+        else:
+            from .metrics import as_metric
+            m = as_metric(metric, "metric")
+            logits, value, values, grads = self._m.run_grads(row, names, self._hooks(fwd_hooks), m.value_and_grad)
+            for a in list(values.values()) + list(grads.values()):
+                a.setflags(write=False)
+            arrays = {}
+            for name in values:
+                arrays[name] = values[name]
+            for name in values:
+                arrays[name + "_grad"] = grads[name]
+            self._call_bwd_hooks(bwd_hooks, grads)
+        arrays = {k: self._out(k.removesuffix("_grad"), v) for k, v in arrays.items()}
         if remove_batch_dim:
             arrays = {k: v[0] for k, v in arrays.items()}
         return logits, ActivationCache(arrays, self)
+
+    def _call_bwd_hooks(self, bwd_hooks, grads):
+        for pair in bwd_hooks or ():
+            try:
+                where, fn = pair
+            except (TypeError, ValueError):
+                raise TypeError(f"bwd_hooks: expected (name, function) pairs, found {pair!r}") from None
+            names = self._names(where)
+            for name in names:
+                if name not in grads:
+                    raise ValueError(f"bwd_hooks: {name!r} is not recorded; add it to names_filter")
+                if fn(self._out(name, grads[name]), HookPoint(name)) is not None:
+                    raise ValueError(f"bwd_hooks: the hook for {name!r} returned a value: qkv's backward hooks observe "
+                                     f"the gradient (computed on the tape in one pass); they cannot replace it")
 
     def run_with_hooks(self, x, fwd_hooks=()):
         """Run `x` with hook functions: returns the logits (B, T, V).

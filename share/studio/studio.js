@@ -122,6 +122,15 @@ const WORDS = {
     p_same: 'Both runs give the same logit difference: there is nothing to restore.',
     p_running: 'patching…', p_done: '{n} heads patched in {ms} ms',
     p_need: 'Type a clean and a corrupted input of the same length.',
+    p_method: 'Method', m_patch: 'activation patching', m_eapig: 'EAP-IG (gradients, 5 steps)', m_eap: 'EAP (gradients)',
+    m_attr: 'attribution patching',
+    a_hint: 'Estimated share of the difference each head restores, from gradients ({f} forward and {b} backward passes; activation patching takes {p} forward passes). Recomputed as you type. Click a head for its positions and its paths.',
+    a_done: '{n} heads attributed in {ms} ms', a_positions: 'Head {h}, per position:',
+    a_edges: 'The edges with the largest share:', path_title: 'Path patching from head {h}: the share it carries through each receiver alone',
+    path_together: 'every later head at once: {r}', lens_title: 'Logit lens: what the clean input’s stream says after each layer',
+    lens_intro: 'The residual stream after each stage, read by the model’s final norm and output layer as if it were the last: the most likely token at the measured position, its probability, and the logit difference there. Below: each head’s direct share of the final logit difference.',
+    lens_stage: 'stage', lens_top: 'most likely at {p}', lens_diff: 'logit({a}) − logit({w})',
+    lens_dla: 'Direct logit attribution: {list}', lens_post: 'No direct logit attribution for a post-LN model.',
     step_n: 'step {s}', snap_of: 'snapshot {i} of {n}',
     run_wait: 'Waiting for the run’s first evaluation (metrics.csv)…',
     legend: 'blue: training loss · orange: held-out loss · x: step',
@@ -215,6 +224,14 @@ const WORDS = {
     p_same: '两次运行的 logit 差一样：没有可以找回的。',
     p_running: '正在修补……', p_done: '修补了 {n} 个头，用时 {ms} 毫秒',
     p_need: '请输入一样长的干净输入和损坏输入。',
+    p_method: '方法', m_patch: '激活修补', m_eapig: 'EAP-IG（梯度，5 步）', m_eap: 'EAP（梯度）', m_attr: '归因修补',
+    a_hint: '用梯度估计每个头能找回的比例（{f} 次前向、{b} 次反向计算；激活修补要 {p} 次前向）。一边输入一边重算。点一个头，看它在每个位置上的分数和它的路径。',
+    a_done: '{n} 个头的归因，用了 {ms} 毫秒', a_positions: '{h} 这个头在每个位置上：',
+    a_edges: '比例最大的几条边：', path_title: '从 {h} 这个头出发的路径修补：它单独经过每个接收者带过去的比例',
+    path_together: '后面所有的头一起：{r}', lens_title: 'Logit 透镜：干净输入的残差流在每一层之后说了什么',
+    lens_intro: '把每一层之后的残差流当作最后一层，用模型最后的归一化和输出层来读：在被衡量的位置上最可能的字、它的概率，以及那里的 logit 差。下面是每个头对最后 logit 差的直接贡献。',
+    lens_stage: '阶段', lens_top: '位置 {p} 上最可能的', lens_diff: '“{a}”与“{w}”的 logit 差',
+    lens_dla: '直接 logit 归因：{list}', lens_post: '后归一化（post-LN）的模型没有直接 logit 归因。',
     step_n: '第 {s} 步', snap_of: '第 {i} 个快照，共 {n} 个',
     run_wait: '正在等这次训练的第一次评估（metrics.csv）……',
     legend: '蓝色：训练损失 · 橙色：留出集损失 · 横轴：训练步数',
@@ -234,7 +251,7 @@ const S = {
   explain: null, explainSeq: 0, heldout: null, heldoutSeq: 0, heldoutNote: '',
   heads: null, headsSeq: 0, headsNote: '', newest: '',
   timings: { latency: null, server: null, history: [] },
-  patch: { seq: 0, result: null, error: '', sel: null },
+  patch: { seq: 0, result: null, error: '', sel: null, body: null, path: null, pathError: '', lens: null },
   runInfo: null, runVersion: null, snap: null, snapIndex: -1, snapSeq: 0, curves: null, problems: [],
 };
 // Below this probability the model's most likely fill is shown with a warning that it is unsure
@@ -457,7 +474,8 @@ function chooseModel(i) {
   $('model').value = String(i);
   const info = S.info, sug = S.saved ? savedSuggestion() : info.suggestion || {};
   S.masks = [], S.ablated = [], S.explain = null, S.result = null, S.heldout = null, S.textbookHead = null;
-  S.patch.result = null, S.patch.error = '', S.patch.sel = null, S.heads = null, S.newest = '';
+  S.patch.result = null, S.patch.error = '', S.patch.sel = null, S.patch.path = null, S.patch.lens = null;
+  S.heads = null, S.newest = '';
   if (sug.text != null) {
     S.input = { mode: info.text ? 'text' : 'ids', text: sug.text, example: 0 };
     S.textbook = sug.text === '猫喜欢追逐老鼠';
@@ -1244,16 +1262,90 @@ async function runPatch() {
   if (ans) body.answer = idsMode() && /^\d+$/.test(ans) ? Number(ans) : ans;
   if (wr) body.wrong = idsMode() && /^\d+$/.test(wr) ? Number(wr) : wr;
   const seq = ++S.patch.seq;
+  const method = $('p-method').value;
+  if (method !== 'patch') body.method = method;
   $('p-status').textContent = t('p_running');
-  const r = await api('/api/patch', body);
+  const r = await api(method === 'patch' ? '/api/patch' : '/api/attribute', body);
   if (seq !== S.patch.seq) return;
-  S.patch.result = r.ok ? r.data : null;
+  S.patch.result = r.ok ? patchScores(r.data) : null;
   S.patch.error = r.ok ? '' : serverError(r);
-  if (S.patch.sel && r.ok) {
-    const [l, h] = S.patch.sel;
-    if (!r.data.patching.layers[l] || !r.data.patching.layers[l].heads[h]) S.patch.sel = null;
-  }
+  S.patch.body = r.ok ? body : null;
+  if (S.patch.sel && r.ok && (S.patch.result.scores[S.patch.sel[0]] || [])[S.patch.sel[1]] === undefined) S.patch.sel = null;
   renderPatch();
+  if (r.ok) { runLens(body, seq); if (S.patch.sel) runPath(seq); }
+}
+// Both answers as one: the metric, and a share per head (restored by patching, or estimated).
+function patchScores(d) {
+  if (d.patching) {
+    const P = d.patching;
+    return { ms: d.ms, patching: P, attribution: null, answer_token: P.answer_token, wrong_token: P.wrong_token,
+      position: P.position, clean: P.clean, corrupt: P.corrupt, names: P.layers.map((l) => l.name),
+      scores: P.layers.map((l) => l.heads.map((h) => h.restored)) };
+  }
+  const A = d.attribution;
+  return { ms: d.ms, patching: null, attribution: A, answer_token: A.answer_token, wrong_token: A.wrong_token,
+    position: A.position, clean: A.clean, corrupt: A.corrupt, names: A.layers, scores: A.heads };
+}
+// Path patching from the selected head, to every later head's inputs and the logits.
+async function runPath(seq) {
+  const body = S.patch.body, [l, h] = S.patch.sel;
+  const r = await api('/api/path', Object.assign({}, body, { method: undefined, sender: [l, h] }));
+  if (seq !== S.patch.seq) return;
+  S.patch.path = r.ok ? r.data.path : null;
+  S.patch.pathError = r.ok ? '' : serverError(r);
+  renderPath();
+}
+function renderPath() {
+  const box = $('p-path');
+  box.textContent = '';
+  if (S.patch.pathError) { box.appendChild(el('div', 'error', S.patch.pathError)); return; }
+  const P = S.patch.path;
+  if (!P) return;
+  box.appendChild(el('div', 'ptitle', t('path_title', { h: P.sender.join('.') })));
+  const rows = P.receivers.slice().sort((a, b) => Math.abs(b.restored) - Math.abs(a.restored)).slice(0, 8);
+  for (const x of rows) {
+    const line = el('div', 'pathrow');
+    line.dataset.name = x.name, line.dataset.v = String(x.restored);
+    line.appendChild(el('span', 'pname', P.sender.join('.') + ' → ' + x.name));
+    const bar = el('span', 'pbar');
+    bar.style.width = Math.round(Math.min(1, Math.abs(x.restored)) * 160) + 'px';
+    bar.style.background = patchColour(x.restored);
+    line.appendChild(bar);
+    line.appendChild(el('span', null, x.restored.toFixed(3)));
+    box.appendChild(line);
+  }
+  if (P.receivers.length > 1) box.appendChild(el('div', 'muted small', t('path_together', { r: P.restored_all.toFixed(3) })));
+}
+async function runLens(body, seq) {
+  const req = { model: body.model, input: body.clean };
+  for (const k of ['position', 'answer', 'wrong']) if (body[k] !== undefined) req[k] = body[k];
+  const r = await api('/api/lens', req);
+  if (seq !== S.patch.seq) return;
+  S.patch.lens = r.ok ? r.data.lens : null;
+  renderLens(r.ok ? '' : serverError(r));
+}
+function renderLens(error) {
+  const box = $('p-lens');
+  box.textContent = '';
+  if (error) { box.appendChild(el('div', 'error', error)); return; }
+  const L = S.patch.lens;
+  if (!L) return;
+  const table = el('table', 'lens');
+  const head = el('tr');
+  for (const x of [t('lens_stage'), t('lens_top', { p: L.position }), 'p', t('lens_diff', { a: L.answer_token, w: L.wrong_token })])
+    head.appendChild(el('th', null, x));
+  table.appendChild(head);
+  L.stages.forEach((stage, i) => {
+    const top = L.top[i][L.position][0], tr = el('tr');
+    tr.dataset.stage = stage;
+    for (const x of [stage, top.token, fmt(top.p), signed(L.stage_diff[i])]) tr.appendChild(el('td', null, x));
+    table.appendChild(tr);
+  });
+  box.appendChild(table);
+  if (!L.dla) { box.appendChild(el('div', 'muted small', t('lens_post'))); return; }
+  const list = L.contributions.slice().sort((a, b) => Math.abs(b.value) - Math.abs(a.value)).slice(0, 6)
+    .map((c) => c.name + ' ' + signed(c.value)).join(', ');
+  box.appendChild(el('div', 'summary', t('lens_dla', { list })));
 }
 function patchColour(x) {  // blue for restoring, red for pushing the other way, white at 0
   if (x == null || !isFinite(x)) return '#eef1f5';
@@ -1265,46 +1357,69 @@ function renderPatch() {
   const err = $('p-error');
   err.hidden = !S.patch.error;
   err.textContent = S.patch.error;
-  const grid = $('p-grid'), sum = $('p-summary'), det = $('p-detail');
-  grid.textContent = '', sum.textContent = '', det.textContent = '';
+  const grid = $('p-grid'), sum = $('p-summary'), det = $('p-detail'), pos = $('p-positions'), edges = $('p-edges');
+  grid.textContent = '', sum.textContent = '', det.textContent = '', pos.textContent = '', edges.textContent = '';
   const R = S.patch.result;
-  if (!R) { $('p-status').textContent = ''; return; }
-  const P = R.patching;
+  if (!R) { $('p-status').textContent = ''; $('p-path').textContent = ''; $('p-lens').textContent = ''; return; }
+  const P = R.patching, A = R.attribution;
   let n = 0;
-  for (const l of P.layers) n += l.heads.length;
-  $('p-status').textContent = t('p_done', { n, ms: R.ms.toFixed(0) });
-  sum.textContent = t('p_summary', { a: P.answer_token, w: P.wrong_token, p: P.position, c: signed(P.clean),
-    x: signed(P.corrupt), pc: fmt(P.clean_p_answer), px: fmt(P.corrupt_p_answer) });
-  sum.dataset.clean = P.clean, sum.dataset.corrupt = P.corrupt;
-  if (P.clean === P.corrupt) sum.textContent += ' ' + t('p_same');
-  const hint = el('div', 'muted small', t('p_hint'));
+  for (const l of R.scores) n += l.length;
+  $('p-status').textContent = t(P ? 'p_done' : 'a_done', { n, ms: R.ms.toFixed(0) });
+  sum.textContent = P ? t('p_summary', { a: P.answer_token, w: P.wrong_token, p: P.position, c: signed(P.clean),
+    x: signed(P.corrupt), pc: fmt(P.clean_p_answer), px: fmt(P.corrupt_p_answer) })
+    : t('p_summary', { a: A.answer_token, w: A.wrong_token, p: A.position, c: signed(A.clean), x: signed(A.corrupt),
+      pc: '–', px: '–' });
+  sum.dataset.clean = R.clean, sum.dataset.corrupt = R.corrupt;
+  if (R.clean === R.corrupt) sum.textContent += ' ' + t('p_same');
+  const hint = el('div', 'muted small', P ? t('p_hint') : t('a_hint', { f: A.forward_passes, b: A.backward_passes, p: 2 + n }));
   sum.appendChild(hint);
-  const Hn = Math.max(...P.layers.map((l) => l.heads.length));
+  const Hn = Math.max(...R.scores.map((l) => l.length));
   grid.style.gridTemplateColumns = `auto repeat(${Hn}, auto)`;
   grid.appendChild(el('div'));
   for (let h = 0; h < Hn; h++) grid.appendChild(el('div', 'hcol', t('head') + ' ' + h));
-  P.layers.forEach((layer, l) => {
-    grid.appendChild(el('div', 'prow', l + ' ' + layer.name));
+  R.scores.forEach((row, l) => {
+    grid.appendChild(el('div', 'prow', l + ' ' + R.names[l]));
     for (let h = 0; h < Hn; h++) {
-      const hd = layer.heads[h];
+      const v = row[h];
       const c = el('div', 'pc');
-      if (!hd) { grid.appendChild(c); continue; }
-      c.dataset.layer = l, c.dataset.head = h, c.dataset.v = hd.restored == null ? '' : String(hd.restored);
-      c.style.background = patchColour(hd.restored);
-      const strong = hd.restored != null && Math.abs(hd.restored) > 0.55;
+      if (v === undefined) { grid.appendChild(c); continue; }
+      c.dataset.layer = l, c.dataset.head = h, c.dataset.v = v == null ? '' : String(v);
+      c.style.background = patchColour(v);
+      const strong = v != null && Math.abs(v) > 0.55;
       c.style.color = strong ? '#fff' : '#1c2430';
-      c.appendChild(el('span', null, hd.restored == null ? '–' : hd.restored.toFixed(3)));
+      c.appendChild(el('span', null, v == null ? '–' : v.toFixed(3)));
       c.appendChild(el('span', 'hn', l + '.' + h));
       if (S.patch.sel && S.patch.sel[0] === l && S.patch.sel[1] === h) c.classList.add('sel');
-      c.addEventListener('click', () => { S.patch.sel = [l, h]; renderPatch(); });
+      c.addEventListener('click', () => {
+        S.patch.sel = [l, h];
+        renderPatch();
+        if (S.patch.body) runPath(S.patch.seq);
+      });
       grid.appendChild(c);
     }
   });
-  if (S.patch.sel) {
+  if (S.patch.sel && P) {
     const [l, h] = S.patch.sel, hd = P.layers[l].heads[h];
     det.textContent = t('p_detail', { h: l + '.' + h, a: P.answer_token, x: fmt(P.corrupt_p_answer), y: fmt(hd.p_answer),
       c: fmt(P.clean_p_answer), r: hd.restored == null ? '–' : hd.restored.toFixed(3) });
   }
+  if (S.patch.sel && A) {  // the selected head, position by position
+    const [l, h] = S.patch.sel, per = A.head_positions[l][h];
+    pos.appendChild(el('span', 'muted', t('a_positions', { h: l + '.' + h }) + ' '));
+    A.tokens.forEach((tok, i) => {
+      const c = el('span', 'tok', tok);
+      c.dataset.v = String(per[i]);
+      c.title = per[i].toFixed(4);
+      c.style.background = patchColour(per[i]);
+      pos.appendChild(c);
+    });
+  }
+  if (A && A.edges.length) {
+    edges.appendChild(el('div', 'ptitle', t('a_edges')));
+    const top = A.edges.slice().sort((a, b) => Math.abs(b.score) - Math.abs(a.score)).slice(0, 8);
+    for (const e of top) edges.appendChild(el('div', 'edge', e.from + ' → ' + e.to + '  ' + e.score.toFixed(3)));
+  }
+  renderPath();
 }
 
 // ---------------------------------------------------------------- training, live
@@ -1569,6 +1684,14 @@ function wire() {
   for (const id of ['clean', 'corrupt', 'p-position', 'p-answer', 'p-wrong'])
     $(id).addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); runPatch(); } });
   $('p-run').addEventListener('click', runPatch);
+  // The gradient methods cost a few passes: they follow the typing (after a pause).
+  let typing = 0;
+  for (const id of ['clean', 'corrupt'])
+    $(id).addEventListener('input', () => {
+      clearTimeout(typing);
+      if ($('p-method').value !== 'patch') typing = setTimeout(runPatch, 250);
+    });
+  $('p-method').addEventListener('change', runPatch);
   $('snap-step').addEventListener('input', () => {
     S.snapIndex = Number($('snap-step').value);
     $('snap-follow').checked = S.runInfo && S.runInfo.snapshots && S.snapIndex === S.runInfo.snapshots.steps.length - 1;
@@ -1612,6 +1735,7 @@ Object.assign(H, {
     resultSeq: S.result ? S.result.seq : 0, explainFor: S.explain ? S.explain.forSeq : 0, empty: S.empty,
     labels: S.heads ? S.heads.heads.map((x) => [x.layer_index, x.head, x.label]) : null,
     heldout: S.heldout, patch: S.patch.result ? S.patch.result.patching : null, patchError: S.patch.error,
+    attribution: S.patch.result ? S.patch.result.attribution : null, path: S.patch.path, lens: S.patch.lens,
     inputError: S.inputError, timings: { latency: S.timings.latency, server: S.timings.server, phases: S.timings.phases, steps_ms: S.timings.steps_ms,
       history: S.timings.history.slice() },
     snap: S.snap ? { step: S.snap.step, index: S.snap.index, steps: S.snap.steps } : null, runVersion: S.runVersion,

@@ -151,6 +151,35 @@ struct PatchArgs {
 /// difference between the clean and the corrupted input that patching the head's output restores.
 int patch(const PatchArgs& args);
 
+struct AttributeArgs : PatchArgs {
+  std::string method = "eap-ig";  ///< attribution, eap, eap-ig
+  std::size_t steps = 5;          ///< EAP-IG's interpolation steps
+  bool noise = false;             ///< the noising direction
+  std::size_t edges = 12;         ///< edges printed
+};
+/// Attribution patching, EAP and EAP-IG (interp/attribution.hpp).
+int attribute(const AttributeArgs& args);
+
+struct PathArgs : PatchArgs {
+  std::string sender;                  ///< LAYER.HEAD
+  std::vector<std::string> receivers;  ///< L.H<q|k|v>, L.H.q, logits; none: every later head's inputs and the logits
+};
+/// Path patching (interp/path_patching.hpp).
+int path(const PathArgs& args);
+
+struct LensArgs {
+  std::string checkpoint;
+  InputChoice input;
+  bool has_position = false;
+  std::size_t position = 0;
+  std::string answer, wrong;
+  std::size_t top_k = 3;
+  bool json = false;
+  int threads = 0;
+};
+/// The logit lens and direct logit attribution (interp/lens.hpp).
+int lens(const LensArgs& args);
+
 struct ServeArgs {
   std::vector<std::string> checkpoints;
   std::string run;                ///< a run directory to follow (metrics.csv, snapshots.h5)

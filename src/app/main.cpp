@@ -289,23 +289,68 @@ int main(int argc, char** argv) {
     status = qkv::app::view(vw);
   });
 
-  qkv::app::PatchArgs pa;
-  auto* patch = instrument("patch", "Activation patching: the share of the answer each head's output carries from a clean "
-                                    "input into a corrupted one", pa.checkpoint, pa.threads);
-  patch->add_option("--clean", pa.clean, "The clean input text (token ids with --ids)")->required();
-  patch->add_option("--corrupt", pa.corrupt, "The corrupted input, as long as the clean one")->required();
-  patch->add_flag("--ids", pa.ids, "--clean, --corrupt, --answer and --wrong are token ids (synthetic tasks)");
-  patch->add_option("--mask-text", pa.mask_text, "How a mask is written in the inputs, for masked models (default [MASK])");
-  patch->add_option("--position", pa.position,
+  // The two-run instruments share their inputs, position and tokens.
+  auto two_runs = [&](const char* name, const char* what, qkv::app::PatchArgs& a) {
+    auto* cmd = instrument(name, what, a.checkpoint, a.threads);
+    cmd->add_option("--clean", a.clean, "The clean input text (token ids with --ids)")->required();
+    cmd->add_option("--corrupt", a.corrupt, "The corrupted input, as long as the clean one")->required();
+    cmd->add_flag("--ids", a.ids, "--clean, --corrupt, --answer and --wrong are token ids (synthetic tasks)");
+    cmd->add_option("--mask-text", a.mask_text, "How a mask is written in the inputs, for masked models (default [MASK])");
+    cmd->add_option("--position", a.position,
                     "Output position measured (default: the first mask of the clean input, else of the corrupted input, else the last position)")
-      ->check(whole_number(0));
+        ->check(whole_number(0));
+    cmd->add_option("--answer", a.answer, "The clean answer token (default: the clean run's most likely token there)");
+    cmd->add_option("--wrong", a.wrong, "The corrupted answer token (default: the corrupted run's most likely token)");
+    cmd->add_flag("--json", a.json, "Every number as JSON, for tools");
+    return cmd;
+  };
+  qkv::app::PatchArgs pa;
+  auto* patch = two_runs("patch", "Activation patching: the share of the answer each head's output carries from a clean "
+                                  "input into a corrupted one", pa);
   patch->add_option("--point", pa.point, "The hook point patched per head: hook_z (default), hook_q, hook_k, hook_v, hook_pattern");
-  patch->add_option("--answer", pa.answer, "The clean answer token (default: the clean run's most likely token there)");
-  patch->add_option("--wrong", pa.wrong, "The corrupted answer token (default: the corrupted run's most likely token)");
-  patch->add_flag("--json", pa.json, "Every number as JSON, for tools");
   patch->callback([&] {
     pa.has_position = patch->count("--position") > 0;
     status = qkv::app::patch(pa);
+  });
+
+  qkv::app::AttributeArgs at;
+  auto* attribute = two_runs("attribute", "Attribution patching, EAP and EAP-IG: activation patching estimated from "
+                                          "gradients, per head and position and per edge", at);
+  attribute->add_option("--method", at.method, "attribution, eap or eap-ig (default)");
+  attribute->add_option("--steps", at.steps, "EAP-IG's interpolation steps (default 5)")->check(whole_number(1, 1000));
+  attribute->add_flag("--noise", at.noise, "The noising direction: gradients at the clean run (default: denoising)");
+  attribute->add_option("--edges", at.edges, "Edges printed, the largest first (default 12)")->check(whole_number(0));
+  attribute->callback([&] {
+    at.has_position = attribute->count("--position") > 0;
+    status = qkv::app::attribute(at);
+  });
+
+  qkv::app::PathArgs pt;
+  auto* path = two_runs("path", "Path patching: the share of the answer one head carries through each receiver "
+                                "(a later head's query, key or value input, or the logits)", pt);
+  path->add_option("--sender", pt.sender, "The sending head, LAYER.HEAD")->required();
+  path->add_option("--receivers", pt.receivers, "Receivers L.H<q|k|v> (or L.H.q), logits; default: every later head's "
+                                                "three inputs and the logits")->delimiter(',');
+  path->callback([&] {
+    pt.has_position = path->count("--position") > 0;
+    status = qkv::app::path(pt);
+  });
+
+  qkv::app::LensArgs ln;
+  auto* lens = instrument("lens", "The logit lens (the residual stream after each block, read by the output layer) and "
+                                  "direct logit attribution per head", ln.checkpoint, ln.threads);
+  add_input(lens, ln.input);
+  lens->add_option("--position", ln.position, "DLA's position (default: the first mask, else the last position)")
+      ->check(whole_number(0));
+  lens->add_option("--answer", ln.answer, "DLA's answer token (default: the most likely one at the position)");
+  lens->add_option("--wrong", ln.wrong, "DLA's other token (default: the second most likely)");
+  lens->add_option("--top-k", ln.top_k, "The lens's candidates per stage and position in --json (default 3)")
+      ->check(whole_number(1, 50));
+  lens->add_flag("--json", ln.json, "Every number as JSON, for tools");
+  lens->callback([&] {
+    text_given(lens, ln.input);
+    ln.has_position = lens->count("--position") > 0;
+    status = qkv::app::lens(ln);
   });
 
   qkv::app::CompileArgs cp;

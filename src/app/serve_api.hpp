@@ -125,6 +125,9 @@ class Studio {
   std::string analyze(const std::string& body, bool explain_only);
   std::string heldout(const std::string& body);
   std::string patch(const std::string& body);
+  std::string attribute(const std::string& body);
+  std::string path(const std::string& body);
+  std::string lens(const std::string& body);
   std::string heads(const std::string& body);
 
   std::vector<std::unique_ptr<ServedModel>> models_;

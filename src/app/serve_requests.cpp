@@ -8,6 +8,9 @@
 #include "qkv/interp/analyze.hpp"
 #include "qkv/interp/explain.hpp"
 #include "qkv/interp/head_scores.hpp"
+#include "qkv/interp/attribution.hpp"
+#include "qkv/interp/lens.hpp"
+#include "qkv/interp/path_patching.hpp"
 #include "qkv/interp/patching.hpp"
 #include "serve_api.hpp"
 
@@ -189,19 +192,12 @@ std::string Studio::heldout(const std::string& body) {
   return one + ",\"ms\":" + json::number(elapsed_ms(start)) + "}";
 }
 
-std::string Studio::patch(const std::string& body) {
-  const auto start = std::chrono::steady_clock::now();
-  const Value v = json::parse(body);
-  Fields f(v, "", {"model", "clean", "corrupt", "position", "answer", "wrong", "point"});
-  ServedModel& s = model_of(f);
-  std::lock_guard<std::mutex> lock(s.mutex);
-  interp::PatchRequest request;
-  for (const char* k : {"clean", "corrupt"})
-    if (!f.get(k)) throw RequestError(std::string(k) + ": required (an object with text, ids or example)");
-  request.clean = read_input(*f.get("clean"), "clean");
-  request.corrupt = read_input(*f.get("corrupt"), "corrupt");
+namespace {
+
+// The position and the answer and wrong tokens.
+template <class Request>
+void read_target(const Fields& f, Request& request) {
   if (const Value* p = f.get("position")) request.position = json::whole(*p, "position", 0, kAnyIndex);
-  if (const Value* p = f.get("point")) request.point = json::string(*p, "point", 64);
   bool numbers = false, texts = false;
   for (const char* k : {"answer", "wrong"}) {
     const Value* t = f.get(k);
@@ -212,10 +208,93 @@ std::string Studio::patch(const std::string& body) {
   }
   if (numbers && texts) throw RequestError("wrong: give answer and wrong both as class ids (numbers) or both as tokens (strings)");
   request.ids = numbers;
-  const interp::PatchingResult r = answered({}, [&] { return interp::patch(s.loaded, request); });
-  std::string one = interp::patching_json(r, *s.loaded.task);
+}
+
+// The fields every two-run request has: the inputs, the position and the tokens (class ids as
+// numbers, or tokens as strings, not both).
+template <class Request>
+void read_two_runs(const Fields& f, Request& request) {
+  for (const char* k : {"clean", "corrupt"})
+    if (!f.get(k)) throw RequestError(std::string(k) + ": required (an object with text, ids or example)");
+  request.clean = read_input(*f.get("clean"), "clean");
+  request.corrupt = read_input(*f.get("corrupt"), "corrupt");
+  read_target(f, request);
+}
+
+// {"<key>": the library's JSON, "ms": ...}.
+std::string answer_with_ms(const char* key, std::string one, std::chrono::steady_clock::time_point start) {
   while (!one.empty() && one.back() == '\n') one.pop_back();
-  return "{\"patching\":" + one + ",\"ms\":" + json::number(elapsed_ms(start)) + "}";
+  return std::string("{\"") + key + "\":" + one + ",\"ms\":" + json::number(elapsed_ms(start)) + "}";
+}
+
+}  // namespace
+
+std::string Studio::patch(const std::string& body) {
+  const auto start = std::chrono::steady_clock::now();
+  const Value v = json::parse(body);
+  Fields f(v, "", {"model", "clean", "corrupt", "position", "answer", "wrong", "point"});
+  ServedModel& s = model_of(f);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  interp::PatchRequest request;
+  read_two_runs(f, request);
+  if (const Value* p = f.get("point")) request.point = json::string(*p, "point", 64);
+  const interp::PatchingResult r = answered({}, [&] { return interp::patch(s.loaded, request); });
+  return answer_with_ms("patching", interp::patching_json(r, *s.loaded.task), start);
+}
+
+std::string Studio::attribute(const std::string& body) {
+  const auto start = std::chrono::steady_clock::now();
+  const Value v = json::parse(body);
+  Fields f(v, "", {"model", "clean", "corrupt", "position", "answer", "wrong", "method", "steps", "noise"});
+  ServedModel& s = model_of(f);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  interp::AttributeRequest request;
+  read_two_runs(f, request);
+  if (const Value* m = f.get("method"))
+    request.method = interp::attribution_method_names().parse(json::string(*m, "method", 32), "method");
+  if (const Value* n = f.get("steps")) request.steps = json::whole(*n, "steps", 1, 1000);
+  if (const Value* n = f.get("noise")) request.noise = json::boolean(*n, "noise");
+  const interp::AttributionResult r = answered({}, [&] { return interp::attribute(s.loaded, request); });
+  return answer_with_ms("attribution", interp::to_json(r, *s.loaded.task), start);
+}
+
+std::string Studio::path(const std::string& body) {
+  const auto start = std::chrono::steady_clock::now();
+  const Value v = json::parse(body);
+  Fields f(v, "", {"model", "clean", "corrupt", "position", "answer", "wrong", "sender", "receivers"});
+  ServedModel& s = model_of(f);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  interp::PathPatchRequest request;
+  read_two_runs(f, request);
+  const Value* sender = f.get("sender");
+  if (!sender) throw RequestError("sender: required ([layer, head])");
+  const std::vector<Value>& pair = json::array(*sender, "sender", 2);
+  if (pair.size() != 2) throw RequestError("sender: expected [layer, head]");
+  request.sender = {json::whole(pair[0], "sender[0]", 0, kAnyIndex), json::whole(pair[1], "sender[1]", 0, kAnyIndex)};
+  if (const Value* list = f.get("receivers")) {
+    const std::vector<Value>& items = json::array(*list, "receivers", 4096);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const std::string at = "receivers[" + std::to_string(i) + "]";
+      request.receivers.push_back(answered({}, [&] { return interp::parse_receiver(json::string(items[i], at, 32), at); }));
+    }
+  }
+  const interp::PathPatchResult r = answered({}, [&] { return interp::path_patch(s.loaded, request); });
+  return answer_with_ms("path", interp::to_json(r, *s.loaded.task), start);
+}
+
+std::string Studio::lens(const std::string& body) {
+  const auto start = std::chrono::steady_clock::now();
+  const Value v = json::parse(body);
+  Fields f(v, "", {"model", "input", "position", "answer", "wrong", "top_k"});
+  ServedModel& s = model_of(f);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  interp::LensRequest request;
+  if (!f.get("input")) throw RequestError("input: required (an object with text, ids or example)");
+  request.input = read_input(*f.get("input"), "input");
+  read_target(f, request);
+  if (const Value* k = f.get("top_k")) request.top_k = json::whole(*k, "top_k", 1, 50);
+  const interp::LensResult r = answered({}, [&] { return interp::logit_lens(s.loaded, request); });
+  return answer_with_ms("lens", interp::to_json(r, *s.loaded.task), start);
 }
 
 std::string Studio::heads(const std::string& body) {

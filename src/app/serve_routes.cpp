@@ -158,7 +158,8 @@ StudioResponse Studio::route(const StudioRequest& r) {
                                  {"/favicon.ico", "GET"}, {"/api/models", "GET"},   {"/api/run", "GET"},
                                  {"/api/snapshot", "GET"}, {"/api/analyze", "POST"}, {"/api/explain", "POST"},
                                  {"/api/heldout", "POST"}, {"/api/patch", "POST"},   {"/api/reload", "POST"},
-                                 {"/api/heads", "POST"}};
+                                 {"/api/heads", "POST"},   {"/api/attribute", "POST"}, {"/api/path", "POST"},
+                                 {"/api/lens", "POST"}};
   const Route* found = nullptr;
   for (auto& x : routes)
     if (r.path == x.path) found = &x;
@@ -218,6 +219,9 @@ StudioResponse Studio::route(const StudioRequest& r) {
   else if (p == "/api/heldout") out.body = heldout(r.body);
   else if (p == "/api/patch") out.body = patch(r.body);
   else if (p == "/api/heads") out.body = heads(r.body);
+  else if (p == "/api/attribute") out.body = attribute(r.body);
+  else if (p == "/api/path") out.body = path(r.body);
+  else if (p == "/api/lens") out.body = lens(r.body);
   else out.body = reload(r.body);
   return out;
 }

@@ -1,9 +1,13 @@
 #include "qkv/interp/attribution.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/interp/explain.hpp"
+#include "qkv/interp/patching.hpp"
 #include "qkv/io/json.hpp"
 #include "qkv/model/answer.hpp"
 #include "qkv/nn/activation_cache.hpp"
@@ -166,9 +170,11 @@ AttributionResult attribute(model::LoadedModel& l, const AttributeRequest& r) {
           field_error("metric", "not finite in the clean or the corrupted run (" + number_text(out.clean_metric) + ", " +
                                     number_text(out.corrupt_metric) + ")");
         span = r.noise ? out.corrupt_metric - out.clean_metric : out.clean_metric - out.corrupt_metric;
-        if (span == 0)
+        // The runs are computed on different paths (the base run with split inputs), so equal
+        // metrics can differ in the last bits: a span within float32's rounding is no span.
+        if (std::abs(span) <= 1e-5 * std::max({1.0, std::abs(out.clean_metric), std::abs(out.corrupt_metric)}))
           field_error("metric", "the clean and the corrupted runs give the same metric (" + number_text(out.clean_metric) +
-                                    "): there is nothing to attribute");
+                                    ", " + number_text(out.corrupt_metric) + "): there is nothing to attribute");
       }
       return sum(mul(logits, Variable<float>(metric.gradient(logits.value()))));
     }, all);
@@ -243,6 +249,53 @@ AttributionResult attribute(model::LoadedModel& l, const AttributeRequest& r) {
   }
   add_edges("logits", mean_grads[output], [](const Writer&) { return true; });
   return out;
+}
+
+std::string format_attribution(const AttributionResult& r, const data::Task& task, std::size_t edges) {
+  std::ostringstream out;
+  out << format_metric(task, r.position, r.answer, r.wrong, r.custom_metric, r.clean_metric, r.corrupt_metric);
+  const char* name = r.method == AttributionMethod::Attribution ? "attribution patching"
+                     : r.method == AttributionMethod::Eap   ? "edge attribution patching (EAP)"
+                                                            : "EAP-IG";
+  out << name;
+  if (r.method == AttributionMethod::EapIg) out << ", " << r.steps << " steps";
+  out << (r.noise ? ", noising: the share of the difference a head's corrupted output would remove\n"
+                  : ", denoising: the estimated share of the difference a head's clean output restores\n");
+  char b[256];
+  std::size_t H = 0;
+  for (auto& row : r.heads) H = std::max(H, row.size());
+  std::snprintf(b, sizeof b, "%-18s", "layer");
+  out << b;
+  for (std::size_t h = 0; h < H; ++h) {
+    std::snprintf(b, sizeof b, " %8s", ("head " + std::to_string(h)).c_str());
+    out << b;
+  }
+  out << "\n";
+  for (std::size_t l = 0; l < r.heads.size(); ++l) {
+    std::snprintf(b, sizeof b, "%-18s", (std::to_string(l) + " " + r.layers[l]).c_str());
+    out << b;
+    for (double x : r.heads[l]) {
+      std::snprintf(b, sizeof b, " %8.3f", x);
+      out << b;
+    }
+    out << "\n";
+  }
+  if (!r.edges.empty()) {
+    std::vector<const EdgeScore*> order;
+    for (auto& e : r.edges) order.push_back(&e);
+    std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return std::abs(a->score) > std::abs(b->score); });
+    const std::size_t n = std::min(edges, order.size());
+    out << "the " << n << " of " << r.edges.size() << " edges with the largest |score|:\n";
+    for (std::size_t i = 0; i < n; ++i) {
+      std::snprintf(b, sizeof b, "  %-10s -> %-10s %8.3f\n", order[i]->from.c_str(), order[i]->to.c_str(), order[i]->score);
+      out << b;
+    }
+  }
+  std::size_t heads = 0;
+  for (auto& row : r.heads) heads += row.size();
+  out << "cost: " << r.forward_passes << " forward and " << r.backward_passes << " backward passes (activation patching: "
+      << 2 + heads << " forward)\n";
+  return out.str();
 }
 
 std::string to_json(const AttributionResult& r, const data::Task& task) {

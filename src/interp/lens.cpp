@@ -1,10 +1,14 @@
 #include "qkv/interp/lens.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <sstream>
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/interp/explain.hpp"
 #include "qkv/io/json.hpp"
+#include "qkv/model/answer.hpp"
 #include "qkv/nn/activation_cache.hpp"
 #include "qkv/ops/matmul.hpp"
 #include "residual.hpp"
@@ -127,6 +131,50 @@ LensResult logit_lens(model::LoadedModel& l, const LensRequest& r) {
   if (stack.head && stack.head->bias.defined())
     out.contributions.emplace_back("head.b", double(stack.head->bias.data()[out.answer]) - double(stack.head->bias.data()[out.wrong]));
   return out;
+}
+
+std::string format_lens(const LensResult& r, const data::Task& task, std::size_t contributions) {
+  std::ostringstream out;
+  const std::string answer = model::class_label(task, r.answer), wrong = model::class_label(task, r.wrong);
+  out << "logit lens: each stage's residual stream read by the final norm and the output layer; the most likely "
+         "token per position (p = " << r.position << " in brackets), and logit('" << answer << "') - logit('" << wrong
+      << "') at p\n";
+  char b[256];
+  std::snprintf(b, sizeof b, "%-10s", "stage");
+  out << b;
+  for (std::size_t t = 0; t < r.tokens.size(); ++t) {
+    std::snprintf(b, sizeof b, t == r.position ? " [%s]" : " %s", r.tokens[t].c_str());
+    out << b;
+  }
+  out << "   diff at p\n";
+  for (std::size_t s = 0; s < r.stages.size(); ++s) {
+    std::snprintf(b, sizeof b, "%-10s", r.stages[s].c_str());
+    out << b;
+    for (std::size_t t = 0; t < r.top[s].size(); ++t) {
+      const auto& best = r.top[s][t].front();
+      std::snprintf(b, sizeof b, t == r.position ? " [%s %.2f]" : " %s %.2f", model::class_label(task, best.id).c_str(), best.p);
+      out << b;
+    }
+    std::snprintf(b, sizeof b, "   %+.3f\n", r.stage_diff[s]);
+    out << b;
+  }
+  if (!r.dla) {
+    out << "direct logit attribution: none (a post-LN model has no linear path from a write to the logits)\n";
+    return out.str();
+  }
+  std::vector<const std::pair<std::string, double>*> order;
+  for (auto& c : r.contributions) order.push_back(&c);
+  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return std::abs(a->second) > std::abs(b->second); });
+  const std::size_t n = std::min(contributions, order.size());
+  out << "direct logit attribution at p: the " << n << " of " << r.contributions.size()
+      << " writes with the largest share of logit('" << answer << "') - logit('" << wrong << "') = ";
+  std::snprintf(b, sizeof b, "%+.4f\n", r.logit_diff);
+  out << b;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::snprintf(b, sizeof b, "  %-8s %+9.4f\n", order[i]->first.c_str(), order[i]->second);
+    out << b;
+  }
+  return out.str();
 }
 
 std::string to_json(const LensResult& r, const data::Task& task) {

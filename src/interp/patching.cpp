@@ -178,6 +178,19 @@ PatchingResult patch(model::LoadedModel& l, const PatchRequest& q) {
   return r;
 }
 
+std::string format_metric(const data::Task& task, std::size_t position, Index answer, Index wrong, bool custom,
+                          double clean, double corrupt) {
+  char b[320];
+  if (custom)
+    std::snprintf(b, sizeof b, "metric: a custom metric of the logits\n");
+  else
+    std::snprintf(b, sizeof b, "metric: logit('%s') - logit('%s') at position %zu\n", label(task, answer).c_str(),
+                  label(task, wrong).c_str(), position);
+  std::string out = b;
+  std::snprintf(b, sizeof b, "  clean run      %+9.4f\n  corrupted run  %+9.4f\n", clean, corrupt);
+  return out + b;
+}
+
 std::string format_patching(const PatchingResult& r, const data::Task& task) {
   std::ostringstream out;
   char b[256];

@@ -1,9 +1,11 @@
 #include "qkv/interp/path_patching.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "qkv/autograd/tape.hpp"
+#include "qkv/interp/patching.hpp"
 #include "qkv/io/json.hpp"
 #include "qkv/model/answer.hpp"
 #include "qkv/nn/activation_cache.hpp"
@@ -13,6 +15,32 @@ namespace qkv::interp {
 
 std::string receiver_name(const PathReceiver& r) {
   return r.input == "logits" ? "logits" : std::to_string(r.layer) + "." + std::to_string(r.head) + "<" + r.input + ">";
+}
+
+PathReceiver parse_receiver(const std::string& text, const std::string& field) {
+  if (text == "logits") return {0, 0, "logits"};
+  std::size_t layer = 0, head = 0;
+  char input = 0, close = 0;
+  int used = 0;
+  const bool angle = std::sscanf(text.c_str(), "%zu.%zu<%c%c%n", &layer, &head, &input, &close, &used) == 4 && close == '>';
+  const bool dotted = !angle && std::sscanf(text.c_str(), "%zu.%zu.%c%n", &layer, &head, &input, &used) == 3;
+  if ((!angle && !dotted) || std::size_t(used) != text.size() || (input != 'q' && input != 'k' && input != 'v'))
+    field_error(field, "expected a receiver LAYER.HEAD<q|k|v> (or LAYER.HEAD.q|k|v), or logits", text);
+  return {layer, head, std::string(1, input)};
+}
+
+std::string format_path_patch(const PathPatchResult& r, const data::Task& task) {
+  std::string out = format_metric(task, r.position, r.answer, r.wrong, false, r.clean_metric, r.corrupt_metric);
+  out += "share of the difference head " + head_name(r.sender) +
+         "'s clean output restores through each receiver alone, every other path at the corrupted run's values:\n";
+  char b[160];
+  for (std::size_t i = 0; i < r.receivers.size(); ++i) {
+    std::snprintf(b, sizeof b, "  %-10s %8.3f\n", receiver_name(r.receivers[i]).c_str(), r.restored[i]);
+    out += b;
+  }
+  std::snprintf(b, sizeof b, "  %-10s %8.3f   (every head receiver at once)\n", "together", r.restored_all);
+  out += b;
+  return out + "cost: " + std::to_string(r.forward_passes) + " forward passes\n";
 }
 
 namespace {
@@ -116,7 +144,14 @@ PathPatchResult path_patch(model::LoadedModel& l, const PathPatchRequest& r) {
     return restored(metric(model.logits(corrupt).value()));
   };
   for (const PathReceiver& rec : receivers) out.restored.push_back(patched({rec}));
-  out.restored_all = receivers.size() == 1 ? out.restored.front() : patched(receivers);
+  // Together: the heads' inputs. The logits read the whole final stream, which patching would
+  // set for every path at once (the heads' changes included): they count together only alone.
+  std::vector<PathReceiver> heads;
+  std::size_t first = 0;
+  for (std::size_t i = 0; i < receivers.size(); ++i)
+    if (receivers[i].input != "logits") heads.push_back(receivers[i]), first = heads.size() == 1 ? i : first;
+  if (heads.empty()) heads = receivers;
+  out.restored_all = heads.size() == 1 ? out.restored[first] : patched(heads);
   return out;
 }
 

@@ -1,9 +1,14 @@
 #include "instruments.hpp"
 
+#include "arrays.hpp"
+
 #include "qkv/interp/ablation.hpp"
 #include "qkv/interp/analyze.hpp"
 #include "qkv/interp/explain.hpp"
+#include "qkv/interp/attribution.hpp"
 #include "qkv/interp/head_scores.hpp"
+#include "qkv/interp/lens.hpp"
+#include "qkv/interp/path_patching.hpp"
 #include "qkv/interp/patching.hpp"
 #include "qkv/interp/value_swap.hpp"
 #include "qkv/model/evaluate.hpp"
@@ -29,6 +34,16 @@ auto call(Model& m, const Renames& renames, F&& f) {
     auto name = [&](const std::string& field) { return renamed_field(field, renames); };
     throw py::value_error(e.report(name));
   }
+}
+
+// A Python metric of the logits (1, T, classes), given a read-only copy, as the library calls it.
+std::function<double(const Array<float>&)> python_metric(const py::object& metric) {
+  return [&metric](const Array<float>& logits) {
+    py::gil_scoped_acquire gil;
+    py::array_t<float> a({logits.shape().begin(), logits.shape().end()}, logits.data());
+    a.attr("setflags")(py::arg("write") = false);
+    return py::float_(metric(a)).cast<double>();
+  };
 }
 
 // An input dict (see instruments.hpp) as the library's request.
@@ -117,16 +132,58 @@ void bind_instruments(py::module_& mod) {
     interp::PatchRequest r;
     r.clean = input(m, clean), r.corrupt = input(m, corrupt);
     r.position = position, r.answer = answer, r.wrong = wrong, r.ids = ids, r.point = point;
-    if (!metric.is_none())
-      r.metric = [&metric](const Array<float>& logits) {
-        py::gil_scoped_acquire gil;
-        py::array_t<float> a({logits.shape().begin(), logits.shape().end()}, logits.data());
-        a.attr("setflags")(py::arg("write") = false);
-        return py::float_(metric(a)).cast<double>();
-      };
+    if (!metric.is_none()) r.metric = python_metric(metric);
     const bool data = r.clean.example || r.corrupt.example;
     return call(m, {{"clean.", "clean"}, {"corrupt.", "corrupt"}},
                 [&] { return interp::patching_json(interp::patch(data ? m.with_data() : m.loaded(), r), *m.loaded().task); });
+  });
+  mod.def("attribute", [](Model& m, const py::dict& clean, const py::dict& corrupt, std::optional<std::size_t> position,
+                          const std::optional<std::string>& answer, const std::optional<std::string>& wrong, bool ids,
+                          const std::string& method, std::size_t steps, bool noise, const py::object& metric,
+                          const py::object& metric_grad) {
+    interp::AttributeRequest r;
+    r.clean = input(m, clean), r.corrupt = input(m, corrupt);
+    r.position = position, r.answer = answer, r.wrong = wrong, r.ids = ids;
+    r.method = interp::attribution_method_names().parse(method, "method");
+    r.steps = steps, r.noise = noise;
+    if (!metric.is_none()) r.metric = python_metric(metric);
+    if (!metric_grad.is_none())
+      r.metric_gradient = [&metric_grad](const Array<float>& logits) {
+        py::gil_scoped_acquire gil;
+        py::array_t<float> a({logits.shape().begin(), logits.shape().end()}, logits.data());
+        a.attr("setflags")(py::arg("write") = false);
+        const py::array g = py::array::ensure(metric_grad(a));
+        if (!g || std::vector<py::ssize_t>(g.shape(), g.shape() + g.ndim()) != std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim()))
+          throw py::value_error("metric_grad: expected an array of the logits' shape " +
+                                shape_text(std::vector<py::ssize_t>(a.shape(), a.shape() + a.ndim())));
+        return float_array(g);
+      };
+    const bool data = r.clean.example || r.corrupt.example;
+    return call(m, {{"clean.", "clean"}, {"corrupt.", "corrupt"}, {"metric", "metric"}},
+                [&] { return interp::to_json(interp::attribute(data ? m.with_data() : m.loaded(), r), *m.loaded().task); });
+  });
+  mod.def("path_patch", [](Model& m, const py::dict& clean, const py::dict& corrupt, std::optional<std::size_t> position,
+                           const std::optional<std::string>& answer, const std::optional<std::string>& wrong, bool ids,
+                           std::pair<std::size_t, std::size_t> sender, const std::vector<std::string>& receivers) {
+    interp::PathPatchRequest r;
+    r.clean = input(m, clean), r.corrupt = input(m, corrupt);
+    r.position = position, r.answer = answer, r.wrong = wrong, r.ids = ids;
+    r.sender = {sender.first, sender.second};
+    const bool data = r.clean.example || r.corrupt.example;
+    return call(m, {{"clean.", "clean"}, {"corrupt.", "corrupt"}}, [&] {
+      for (std::size_t i = 0; i < receivers.size(); ++i)
+        r.receivers.push_back(interp::parse_receiver(receivers[i], "receivers[" + std::to_string(i) + "]"));
+      return interp::to_json(interp::path_patch(data ? m.with_data() : m.loaded(), r), *m.loaded().task);
+    });
+  });
+  mod.def("logit_lens", [](Model& m, const py::dict& in, std::optional<std::size_t> position,
+                           const std::optional<std::string>& answer, const std::optional<std::string>& wrong, bool ids,
+                           std::size_t top_k) {
+    interp::LensRequest r;
+    r.input = input(m, in);
+    r.position = position, r.answer = answer, r.wrong = wrong, r.ids = ids, r.top_k = top_k;
+    return call(m, {{"input.example", "example"}, {"input.", "x"}},
+                [&] { return interp::to_json(interp::logit_lens(r.input.example ? m.with_data() : m.loaded(), r), *m.loaded().task); });
   });
   mod.def("analyze", [](Model& m, const py::dict& in, const std::vector<std::pair<std::size_t, std::size_t>>& ablate,
                         const std::string& mode, std::size_t top_k) {

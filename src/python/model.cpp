@@ -3,12 +3,16 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 
 #include "arrays.hpp"
 #include "qkv/io/files.hpp"
 #include "qkv/autograd/tape.hpp"
+#include "qkv/nn/activation_cache.hpp"
+#include "qkv/ops/elementwise.hpp"
+#include "qkv/ops/reduce.hpp"
 #include "qkv/tensor/names.hpp"
 
 namespace qkv::python {
@@ -65,7 +69,16 @@ nn::ForwardHook<float> python_hook(std::string name, py::handle fn, int* fired) 
     if (found != expected)
       throw py::value_error("hook '" + name + "' returned an array of shape " + shape_text(found) + ", expected " +
                             shape_text(expected) + " (the shape of the activation at " + name + ")");
-    return Variable<float>(float_array(out));
+    Array<float> value = float_array(out);
+    // NaN never flows on silently; an infinity only where it means something (-inf masks a score).
+    const bool scores = name.size() >= 16 && name.compare(name.size() - 16, 16, "hook_attn_scores") == 0;
+    std::size_t bad = 0;
+    for (float x : value) bad += std::isnan(x) || (!scores && std::isinf(x));
+    if (bad)
+      throw py::value_error("hook '" + name + "' returned " + std::to_string(bad) + " of " + std::to_string(value.size()) +
+                            " values that are NaN" + (scores ? "" : " or infinite") + ": expected finite numbers" +
+                            (scores ? " (or -inf to mask a score)" : ""));
+    return Variable<float>(std::move(value));
   };
 }
 
@@ -265,8 +278,60 @@ py::tuple Model::run(const py::dict& batch_in, const std::vector<std::string>& r
   check_fired(record, record_fired);
   check_fired(fns, hook_fired);
   py::dict cache;
-  for (std::size_t i : order) cache[py::str(record[i])] = view(recorded[i]);
-  return py::make_tuple(view(logits), cache);
+  bool shared = false;  // a recorded value that is the logits' buffer ("head")
+  for (std::size_t i : order) {
+    cache[py::str(record[i])] = view(recorded[i], false);
+    shared = shared || recorded[i].value().data() == logits.value().data();
+  }
+  return py::make_tuple(shared ? adopt<float>(Array<float>(logits.value())) : view(logits), cache);
+}
+
+py::tuple Model::run_grads(const py::dict& batch_in, const std::vector<std::string>& record, const py::list& hooks,
+                           const py::object& metric) {
+  const data::Batch b = batch(batch_in);
+  for (auto& name : record)
+    if (!std::count(hook_names_.begin(), hook_names_.end(), name))
+      throw py::value_error("incl_bwd: gradients are recorded at hook points; '" + name + "' is " +
+                            (by_name_.count(name) ? "a module (Model.hook_names lists the hook points)" : "no hook point") +
+                            did_you_mean(name, hook_names_));
+  const auto fns = python_hooks(hooks);
+  std::vector<int> fired(fns.size(), 0);
+  Array<float> logits;
+  double value = 0;
+  nn::GradCache<float> g;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(mutex_);
+    Hooks scope;
+    for (std::size_t i = 0; i < fns.size(); ++i)
+      scope.add(by_name_.at(fns[i].first), python_hook(fns[i].first, fns[i].second, &fired[i]));
+    nn::EvalGuard<float> eval(l_.model->module());
+    g = nn::run_with_grads(l_.model->module(), [&] {
+      const Variable<float> z = l_.model->logits(b);
+      logits = z.value();
+      Array<float> dz;
+      {
+        py::gil_scoped_acquire gil;
+        const py::tuple r = metric(view(z, false)).cast<py::tuple>();  // (value, dm/dlogits)
+        value = r[0].cast<double>();
+        const py::array grad = py::array::ensure(r[1]);
+        const std::vector<py::ssize_t> expected(z.shape().begin(), z.shape().end());
+        if (!grad || std::vector<py::ssize_t>(grad.shape(), grad.shape() + grad.ndim()) != expected)
+          throw py::value_error("metric: its gradient with respect to the logits must have the logits' shape " +
+                                shape_text(expected));
+        dz = float_array(grad);
+      }
+      if (!std::isfinite(value)) throw py::value_error("metric: not finite (" + std::to_string(value) + ")");
+      for (float x : dz)
+        if (!std::isfinite(x)) throw py::value_error("metric: its gradient with respect to the logits is not finite");
+      return sum(mul(z, Variable<float>(std::move(dz))));
+    }, record);
+  }
+  check_fired(fns, fired);
+  py::dict values, grads;
+  for (auto& [name, a] : g.values.entries()) values[py::str(name)] = adopt<float>(Array<float>(a));
+  for (auto& [name, a] : g.grads.entries()) grads[py::str(name)] = adopt<float>(Array<float>(a));
+  return py::make_tuple(adopt<float>(std::move(logits)), value, values, grads);
 }
 
 py::dict Model::evaluate(const py::dict& batch_in, const py::list& hooks, std::size_t batch_size) {

@@ -76,6 +76,12 @@ class Model {
   /// {name: array}) with the arrays over qkv's buffers. A name must be a hook point or a module
   /// (ValueError with a did-you-mean), and must produce a value in this forward.
   py::tuple run(const py::dict& batch, const std::vector<std::string>& record, const py::list& hooks);
+  /// Gradients at hook points (nn::run_with_grads, eval mode): one forward pass with `hooks`, then
+  /// metric(logits) -> (value, dm/dlogits) in Python, one backward pass of sum(logits * dm/dlogits).
+  /// Returns (logits, value, {name: value}, {name: dm/dvalue}), arrays owned by Python. `record`:
+  /// hook points only.
+  py::tuple run_grads(const py::dict& batch, const std::vector<std::string>& record, const py::list& hooks,
+                      const py::object& metric);
   /// model::evaluate on `batch` (`batch_size` rows at a time) with `hooks` installed.
   py::dict evaluate(const py::dict& batch, const py::list& hooks, std::size_t batch_size);
 

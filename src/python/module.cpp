@@ -164,6 +164,7 @@ PYBIND11_MODULE(_qkv, m) {
         return d;
       })
       .def("run", &Model::run)
+      .def("run_grads", &Model::run_grads)
       .def("evaluate", &Model::evaluate)
       .def("time_cxx_forward", &Model::time_cxx_forward);
 

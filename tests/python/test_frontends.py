@@ -233,3 +233,52 @@ def test_patch_is_one_result_with_its_defaults(cli, kinds, models, studio, kind)
         assert cmd.returncode == 2 and same in cmd.stderr
         assert py_error is not None and same in py_error
         assert reply.status == 400 and same in json.loads(answer_text)["error"]
+
+
+@pytest.mark.parametrize("kind", ["masked", "decoder", "labels"])
+def test_attribute_path_and_lens_are_one_result(cli, kinds, models, studio, kind):
+    clean, corrupt, answer, wrong = PAIRS[kind]
+    ids = kind == "labels"
+    args = ["--ids"] if ids else []
+    as_input = (lambda t: {"ids": [int(x) for x in t.split()]}) if ids else (lambda t: {"text": t})
+    m = models[kind]._m
+    two = {"model": MODEL[kind], "clean": as_input(clean), "corrupt": as_input(corrupt),
+           "answer": int(answer) if ids else answer, "wrong": int(wrong) if ids else wrong}
+    for method, steps in (("eap-ig", 5), ("eap", 3), ("attribution", 2)):
+        text = command_json(cli, "attribute", kinds[kind], "--clean", clean, "--corrupt", corrupt, *args, "--answer",
+                            answer, "--wrong", wrong, "--method", method, "--steps", steps, "--json")
+        py = _qkv.attribute(m, as_input(clean), as_input(corrupt), None, answer, wrong, ids, method, steps, False,
+                            None, None)
+        assert text == py.strip()
+        body = dict(two, method=method, steps=steps)
+        assert member(studio.post("/api/attribute", body), "attribution") == json.dumps(json.loads(text))
+        r = json.loads(text)
+        assert r["method"] == method and len(r["heads"]) == len(models[kind].attention_layers)
+        assert (len(r["edges"]) > 0) == (method != "attribution")
+    text = command_json(cli, "path", kinds[kind], "--clean", clean, "--corrupt", corrupt, *args, "--answer", answer,
+                        "--wrong", wrong, "--sender", "0.1", "--json")
+    py = _qkv.path_patch(m, as_input(clean), as_input(corrupt), None, answer, wrong, ids, (0, 1), [])
+    assert text == py.strip()
+    assert member(studio.post("/api/path", dict(two, sender=[0, 1])), "path") == json.dumps(json.loads(text))
+    receivers = json.loads(text)["receivers"]
+    assert receivers[-1]["name"] == "logits" and len(receivers) == 1 + 3 * sum(
+        layer["heads"] for layer in models[kind].attention_layers[1:])
+    x = clean if not ids else clean
+    text = command_json(cli, "lens", kinds[kind], "--text", x, *args, "--top-k", 2, "--json")
+    py = _qkv.logit_lens(m, as_input(x), None, None, None, False, 2)
+    assert text == py.strip()
+    assert member(studio.post("/api/lens", {"model": MODEL[kind], "input": as_input(x), "top_k": 2}), "lens") == \
+        json.dumps(json.loads(text))
+
+
+def test_the_causal_instruments_refuse_an_encoder_decoder_in_every_front_end(cli, kinds, models, studio):
+    cmd = cli.run("attribute", kinds["seq2seq"], "--ids", "--clean", "1 2 3", "--corrupt", "1 2 4", "--json", check=False)
+    assert cmd.returncode == 2 and "encoder-decoder" in cmd.stderr
+    with pytest.raises(ValueError, match="encoder-decoder"):
+        _qkv.attribute(models["seq2seq"]._m, {"ids": [1, 2, 3]}, {"ids": [1, 2, 4]}, None, None, None, False, "eap-ig",
+                       5, False, None, None)
+    c = http.client.HTTPConnection(studio.host, timeout=300)
+    body = {"model": MODEL["seq2seq"], "clean": {"ids": [1, 2, 3]}, "corrupt": {"ids": [1, 2, 4]}}
+    c.request("POST", "/api/attribute", json.dumps(body), {"Content-Type": "application/json", "Host": studio.host})
+    reply = c.getresponse()
+    assert reply.status == 400 and "encoder-decoder" in json.loads(reply.read().decode())["error"]

@@ -292,6 +292,32 @@ def run(a, check):
         check("clicking a patched head shows its numbers", "1.1" in detail and "吃" in detail, detail[:90])
         if shots:
             page.screenshot(save=str(shots / "patch.png"))
+
+        # 5b. attribution (EAP-IG), the path from a head, the logit lens: the commands' numbers
+        page.eval("(() => { const s = document.getElementById('p-method'); s.value = 'eap-ig';"
+                  " s.dispatchEvent(new Event('change')); })()")
+        ok = page.wait_for("(() => { const a = qkvStudio.state().attribution; return a && a.method === 'eap-ig' && "
+                           "qkvStudio.state().lens && qkvStudio.state().path; })()", 60)
+        check("attribution: EAP-IG drawn, with the lens and the selected head's paths", ok)
+        pair = ["--clean", "我爱[MASK]苹果", "--corrupt", "我爱[MASK]牛奶", "--answer", "吃", "--wrong", "喝", "--json"]
+        cli_a = su.cli(a.qkv, "attribute", g, *pair, json_out=True)
+        cells = page.eval("[...document.querySelectorAll('#p-grid .pc[data-layer]')].map((c) => "
+                          "[+c.dataset.layer, +c.dataset.head, +c.dataset.v])")
+        check("attribution: each head's share equals qkv attribute --json's",
+              len(cells) == sum(map(len, cli_a["heads"])) and all(close(v, cli_a["heads"][l][h]) for l, h, v in cells),
+              f"{len(cells)} heads")
+        cli_path = su.cli(a.qkv, "path", g, *pair, "--sender", "1.1", json_out=True)
+        rows = page.eval("[...document.querySelectorAll('#p-path .pathrow')].map((r) => [r.dataset.name, +r.dataset.v])")
+        want = {x["name"]: x["restored"] for x in cli_path["receivers"]}
+        check("path: each receiver's share equals qkv path --json's",
+              rows and all(name in want and close(v, want[name]) for name, v in rows), str(rows[:3]))
+        cli_lens = su.cli(a.qkv, "lens", g, "--text", "我爱[MASK]苹果", "--answer", "吃", "--wrong", "喝", "--json",
+                          json_out=True)
+        stages = page.eval("[...document.querySelectorAll('#p-lens tr[data-stage]')].map((r) => r.dataset.stage)")
+        lens = page.eval("qkvStudio.state().lens")
+        check("lens: a row per stage, the numbers of qkv lens --json", stages == cli_lens["stages"] and
+              lens["stage_diff"] == cli_lens["stage_diff"], str(stages))
+        page.eval("(() => { const s = document.getElementById('p-method'); s.value = 'patch'; })()")
         click(page, "#tabs button[data-tab='look']")
 
         # 6. a character the model does not know

@@ -92,6 +92,10 @@ struct AttributionResult {
 /// "steps", "model" (an encoder-decoder), "metric" (not finite, or m_clean == m_corrupt).
 AttributionResult attribute(model::LoadedModel& model, const AttributeRequest& request);
 
+/// The command's text: the metric, each head's score (layers x heads), the `edges` edges of largest
+/// |score| (EAP, EAP-IG), and the passes it cost beside activation patching's 2 + L H forward passes.
+std::string format_attribution(const AttributionResult& result, const data::Task& task, std::size_t edges = 12);
+
 /// {"method", "direction", "steps", "position", "answer", "wrong", "answer_token", "wrong_token",
 /// "metric", "clean", "corrupt", "layers", "tokens", "heads": [[share per head] per layer],
 /// "head_positions": [[[share per position] per head] per layer], "edges": [{"from", "to",

@@ -16,7 +16,7 @@
 /// contributions of every write plus the norm's bias term beta . (W_U[answer] - W_U[wrong]) plus
 /// the output biases' difference add up to logits[p, answer] - logits[p, wrong] exactly (a test
 /// checks it). Without a final norm (norm none) n(c) = c; a post-LN model has no linear path from a
-/// write to the logits: DLA is refused for it (field error "model").
+/// write to the logits: its result has no DLA (`dla` false).
 
 #include <optional>
 #include <string>
@@ -60,6 +60,10 @@ struct LensResult {
 
 /// Field errors: "input.*", "position", "answer", "wrong", "top_k", "model" (an encoder-decoder).
 LensResult logit_lens(model::LoadedModel& model, const LensRequest& request);
+
+/// The command's text: per stage, the lens's most likely token at every position (p marked) with
+/// its probability, the logit difference at p; then the DLA's largest contributions.
+std::string format_lens(const LensResult& result, const data::Task& task, std::size_t contributions = 12);
 
 /// {"tokens", "stages", "top": [[[{"id", "token", "p"}] per position] per stage], "position",
 /// "answer", "wrong", "answer_token", "wrong_token", "stage_diff", "stage_p_answer", "dla",

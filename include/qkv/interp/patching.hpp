@@ -62,6 +62,11 @@ PatchInputs patch_inputs(const model::LoadedModel& model, const model::InputRequ
                          const model::InputRequest& corrupt, const std::optional<std::size_t>& position,
                          const std::optional<std::string>& answer, const std::optional<std::string>& wrong, bool ids);
 
+/// The first lines of every two-run instrument's text: the metric (the logit difference of answer
+/// and wrong at `position`, or "a custom metric") and its value in the clean and corrupted runs.
+std::string format_metric(const data::Task& task, std::size_t position, Index answer, Index wrong, bool custom,
+                          double clean, double corrupt);
+
 /// One head patched from the clean run into the corrupted one.
 struct HeadPatch {
   double logit_diff = 0;  ///< m_patched(l, h)

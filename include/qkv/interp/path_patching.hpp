@@ -17,7 +17,7 @@
 ///   restored(sender -> receiver) = (m_3 - m_corrupt) / (m_clean - m_corrupt)
 ///
 /// 1 for a receiver through which the sender carries the whole difference. Step 2 runs once;
-/// step 3 once per receiver, and once more for all of them together. Encoder and decoder-only
+/// step 3 once per receiver, and once more for the head receivers together. Encoder and decoder-only
 /// models (field error "model" for an encoder-decoder).
 
 #include <optional>
@@ -38,6 +38,10 @@ struct PathReceiver {
 /// "1.2<q>", "logits".
 std::string receiver_name(const PathReceiver& r);
 
+/// A receiver from its text: "L.H<q>" (receiver_name's), "L.H.q" (the same, for shells), or
+/// "logits". Field error `field` otherwise.
+PathReceiver parse_receiver(const std::string& text, const std::string& field);
+
 /// `qkv path`, the studio's path view and Python's qkv.path_patch.
 struct PathPatchRequest {
   model::InputRequest clean, corrupt;
@@ -57,13 +61,18 @@ struct PathPatchResult {
   double clean_metric = 0, corrupt_metric = 0;
   std::vector<PathReceiver> receivers;
   std::vector<double> restored;  ///< per receiver, patched alone
-  double restored_all = 0;       ///< every receiver patched at once
+  /// Every head receiver patched at once (the logits left out: patching the final stream would
+  /// set every path at once, the heads' included); the logits when they are the only receiver.
+  double restored_all = 0;
   std::size_t forward_passes = 0;
 };
 
 /// Field errors: patching's, "sender" (out of range), "receivers[i]" (out of range, not after the
 /// sender's layer, an unknown input), "model" (an encoder-decoder).
 PathPatchResult path_patch(model::LoadedModel& model, const PathPatchRequest& request);
+
+/// The command's text: the metric, then each receiver's share, and all of them together.
+std::string format_path_patch(const PathPatchResult& result, const data::Task& task);
 
 /// {"sender": [layer, head], "position", "answer", "wrong", "answer_token", "wrong_token",
 /// "clean", "corrupt", "receivers": [{"name", "layer", "head", "input", "restored"}],
