@@ -15,12 +15,16 @@ from .model import MASK_TEXT
 
 class HeadTable(list):
     """The rows of `qkv heads --csv`, one dict per head in model order (keys: layer, layer_index,
-    head, kind, every name of `score_names`, label), with
+    head, kind, every name of `score_names`, label, role_label), with
 
       score_names  the score columns: entropy, max_weight, previous_token, first_token, self,
-                   induction, retrieval, then the task's gold relations ("verb->subject", ...)
+                   induction, retrieval, then the task's gold relations ("verb->subject", ...),
+                   offset, offset_share, and per relation R: R@scored, R@off_offset, R@validation
       baselines    {relation: {"offset", "share", "count"}}: each relation's best fixed offset
-                   (the CSV's baseline row; empty for tasks without relations)
+                   over every test token (the CSV's baseline row; empty for tasks without relations)
+      offsets      {relation: {"offset", "validation_share", "share", "count", "off_offset_count"}}:
+                   the offset chosen at the scored tokens of the validation rows, its share there
+                   and at the scored test tokens (what a role label must beat)
     """
 
     def array(self, name):
@@ -69,6 +73,8 @@ def heads(model, examples=64):
     table = HeadTable({**h, **{n: _nan(h[n]) for n in r["score_names"]}} for h in r["heads"])
     table.score_names = r["score_names"]
     table.baselines = {k: {**v, "share": _nan(v["share"])} for k, v in r["baselines"].items()}
+    table.offsets = {k: {**v, "share": _nan(v["share"]), "validation_share": _nan(v["validation_share"])}
+                     for k, v in r["offsets"].items()}
     return table
 
 

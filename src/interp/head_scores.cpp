@@ -5,8 +5,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <iomanip>
 #include <numeric>
 #include <sstream>
+#include <tuple>
 
 #include "qkv/autograd/tape.hpp"
 #include "qkv/nn/activation_cache.hpp"
@@ -132,16 +135,56 @@ void check_relations(const data::Batch& b, const Dims& d, std::size_t relation) 
 }
 }  // namespace
 
+namespace {
+// Whether token t of row i counts under `which` (it has a partner under the relation).
+bool selected(const data::Batch& b, std::size_t i, std::size_t relation, std::size_t t, const RoleTokens& which) {
+  const Index partner = b.relations(i, relation, t);
+  if (partner < 0) return false;
+  if (which.scored && (b.targets.dimension() != 2 || b.targets(i, t) == data::kIgnore)) return false;
+  if (which.miss_offset) {
+    const long k = long(t) + *which.miss_offset, T = long(b.words.shape()[1]);
+    if (k >= 0 && k < T && b.words(i, std::size_t(k)) == partner) return false;
+  }
+  return true;
+}
+// Per offset o (at hits[o + T]): how many selected tokens find their partner at t + o; and how
+// many tokens were selected.
+std::vector<std::size_t> offset_hits(const data::Batch& b, std::size_t relation, const RoleTokens& which, std::size_t& count) {
+  const std::size_t B = b.words.shape()[0], T = b.words.shape()[1];
+  check_relations(b, Dims{B, 1, T, T}, relation);
+  RoleTokens any = which;
+  any.miss_offset.reset();
+  std::vector<std::size_t> hits(2 * T, 0);
+  count = 0;
+  for (std::size_t i = 0; i < B; ++i)
+    for (std::size_t t = 0; t < T; ++t) {
+      if (!selected(b, i, relation, t, any)) continue;
+      ++count;
+      const Index partner = b.relations(i, relation, t);
+      for (std::size_t k = 0; k < T; ++k) hits[k + T - t] += b.words(i, k) == partner;
+    }
+  return hits;
+}
+}  // namespace
+
 std::vector<double> role_scores(const Array<float>& w, const data::Batch& b, std::size_t relation, std::size_t* count) {
+  return role_scores(w, b, relation, RoleTokens{}, count);
+}
+
+std::vector<double> role_scores(const Array<float>& w, const data::Batch& b, std::size_t relation, const RoleTokens& which,
+                                std::size_t* count) {
   const Dims d = dims(w);
   check_relations(b, d, relation);
+  if (which.scored && b.targets.shape() != b.words.shape())
+    throw ShapeError("role scores at the scored tokens: targets " + shape_str(b.targets.shape()) + " must be (B, T) as the words " +
+                     shape_str(b.words.shape()));
   const std::size_t T = d.Tq;
   std::vector<std::size_t> hits(d.H, 0);
   std::size_t n = 0;
   for (std::size_t i = 0; i < d.B; ++i)
     for (std::size_t t = 0; t < T; ++t) {
+      if (!selected(b, i, relation, t, which)) continue;
       const Index partner = b.relations(i, relation, t);
-      if (partner < 0) continue;
       ++n;
       for (std::size_t h = 0; h < d.H; ++h) {
         const float* p = row(w, d, i, h, t);
@@ -156,19 +199,42 @@ std::vector<double> role_scores(const Array<float>& w, const data::Batch& b, std
   return out;
 }
 
-OffsetBaseline role_baseline(const data::Batch& b, std::size_t relation) {
-  const std::size_t B = b.words.shape()[0], T = b.words.shape()[1];
-  check_relations(b, Dims{B, 1, T, T}, relation);
+std::vector<std::pair<long, double>> dominant_offsets(const Array<float>& w, const IndexArray& words) {
+  const Dims d = dims(w);
+  if (d.Tq != d.Tk) throw ShapeError("dominant offsets: expected self-attention weights (B, H, T, T), found " + shape_str(w.shape()));
+  const bool tokens = words.dimension() == 2 && words.shape()[0] == d.B && words.shape()[1] == d.Tq;
+  const std::size_t T = d.Tq;
+  std::vector<std::pair<long, double>> out(d.H, {0, kNaN});
+  for (std::size_t h = 0; h < d.H; ++h) {
+    std::vector<std::size_t> counts(2 * T, 0);  // offset o at counts[o + T]
+    std::size_t n = 0;
+    for (std::size_t b = 0; b < d.B; ++b)
+      for (std::size_t i = 0; i < T; ++i) {
+        if (tokens && words(b, i) < 0) continue;
+        const float* p = row(w, d, b, h, i);
+        if (!tokens && std::accumulate(p, p + T, 0.0) <= 0) continue;  // a fully masked row
+        const std::size_t best = std::size_t(std::max_element(p, p + T) - p);
+        ++counts[best + T - i], ++n;
+      }
+    if (!n) continue;
+    // The most frequent offset; ties to the one nearest 0, then the negative one: 0, -1, +1, -2, ...
+    long best = 0;
+    std::size_t most = counts[T];
+    for (long k = 1; k < long(T); ++k)
+      for (long o : {-k, k})
+        if (counts[std::size_t(o + long(T))] > most) most = counts[std::size_t(o + long(T))], best = o;
+    out[h] = {best, double(most) / double(n)};
+  }
+  return out;
+}
+
+OffsetBaseline role_baseline(const data::Batch& b, std::size_t relation) { return role_baseline(b, relation, RoleTokens{}); }
+
+OffsetBaseline role_baseline(const data::Batch& b, std::size_t relation, const RoleTokens& which) {
   OffsetBaseline best{0, kNaN, 0};
-  std::vector<std::size_t> hits(2 * T, 0);  // offset o at hits[o + T]
-  for (std::size_t i = 0; i < B; ++i)
-    for (std::size_t t = 0; t < T; ++t) {
-      const Index partner = b.relations(i, relation, t);
-      if (partner < 0) continue;
-      ++best.count;
-      for (std::size_t k = 0; k < T; ++k) hits[k + T - t] += b.words(i, k) == partner;
-    }
+  const std::vector<std::size_t> hits = offset_hits(b, relation, which, best.count);
   if (!best.count) return best;
+  const std::size_t T = hits.size() / 2;
   best.share = -1;
   for (std::size_t o = 0; o < 2 * T; ++o) {
     const double share = double(hits[o]) / double(best.count);
@@ -177,10 +243,33 @@ OffsetBaseline role_baseline(const data::Batch& b, std::size_t relation) {
   return best;
 }
 
-std::vector<OffsetBaseline> role_baselines(const data::Task& task, const data::Batch& batch) {
+double offset_share(const data::Batch& b, std::size_t relation, long offset, const RoleTokens& which, std::size_t* count) {
+  std::size_t n = 0;
+  const std::vector<std::size_t> hits = offset_hits(b, relation, which, n);
+  if (count) *count = n;
+  const long T = long(hits.size() / 2);
+  if (!n) return kNaN;
+  return offset <= -T || offset >= T ? 0.0 : double(hits[std::size_t(offset + T)]) / double(n);
+}
+
+std::vector<OffsetBaseline> role_baselines(const data::Task& task, const data::Batch& batch, const data::Batch* validation) {
   std::vector<OffsetBaseline> out;
   if (batch.relations.dimension() != 3) return out;
-  for (std::size_t r = 0; r < task.relation_names().size(); ++r) out.push_back(role_baseline(batch, r));
+  const bool chosen_elsewhere = validation && validation->relations.dimension() == 3;
+  RoleTokens scored;
+  scored.scored = true;
+  for (std::size_t r = 0; r < task.relation_names().size(); ++r) {
+    OffsetBaseline o = role_baseline(batch, r);
+    const OffsetBaseline pick = role_baseline(chosen_elsewhere ? *validation : batch, r, scored);
+    o.scored_offset = pick.offset;
+    if (chosen_elsewhere) o.validation_share = pick.share;
+    o.scored_share = offset_share(batch, r, pick.offset, scored, &o.scored_count);
+    std::size_t total = 0;
+    const std::vector<std::size_t> hits = offset_hits(batch, r, scored, total);
+    const long T = long(hits.size() / 2);
+    o.off_offset_count = total - (pick.offset <= -T || pick.offset >= T ? 0 : hits[std::size_t(pick.offset + T)]);
+    out.push_back(o);
+  }
   return out;
 }
 
@@ -190,9 +279,41 @@ std::vector<std::string> score_names(const data::Task* task) {
   return names;
 }
 
+namespace {
+constexpr const char* kRoleSuffixes[] = {"@scored", "@off_offset", "@validation"};
+// The names heads_score_names adds for relations `relations`.
+std::vector<std::string> extended_names(const std::vector<std::string>& relations) {
+  std::vector<std::string> names = {"offset", "offset_share"};
+  for (const char* suffix : kRoleSuffixes)
+    for (auto& r : relations) names.push_back(r + suffix);
+  return names;
+}
+std::vector<std::string> relations_of(const std::vector<HeadScores>& scores) {
+  std::vector<std::string> out;
+  if (!scores.empty())
+    for (auto& [relation, v] : scores.front().roles) out.push_back(relation);
+  return out;
+}
+double at(const std::vector<double>& v, std::size_t i) { return i < v.size() ? v[i] : kNaN; }
+}  // namespace
+
+std::vector<std::string> heads_score_names(const data::Task* task) {
+  std::vector<std::string> names = score_names(task);
+  const std::vector<std::string> more = extended_names(task ? task->relation_names() : std::vector<std::string>{});
+  names.insert(names.end(), more.begin(), more.end());
+  return names;
+}
+
 double score(const HeadScores& s, const std::string& name) {
-  for (auto& [relation, value] : s.roles)
-    if (relation == name) return value;
+  for (std::size_t r = 0; r < s.roles.size(); ++r) {
+    const std::string& relation = s.roles[r].first;
+    if (name == relation) return s.roles[r].second;
+    if (name.size() <= relation.size() || name.compare(0, relation.size(), relation) != 0) continue;
+    const std::string suffix = name.substr(relation.size());
+    if (suffix == kRoleSuffixes[0]) return at(s.roles_scored, r);
+    if (suffix == kRoleSuffixes[1]) return at(s.roles_off_offset, r);
+    if (suffix == kRoleSuffixes[2]) return at(s.roles_validation, r);
+  }
   if (name == "entropy") return s.entropy;
   if (name == "max_weight") return s.max_weight;
   if (name == "previous_token") return s.previous_token;
@@ -200,6 +321,8 @@ double score(const HeadScores& s, const std::string& name) {
   if (name == "self") return s.self;
   if (name == "induction") return s.induction;
   if (name == "retrieval") return s.retrieval;
+  if (name == "offset") return std::isnan(s.offset_share) ? kNaN : double(s.offset);
+  if (name == "offset_share") return s.offset_share;
   return kNaN;
 }
 
@@ -225,6 +348,24 @@ std::string head_label(const HeadScores& s, const LabelThresholds& t, const std:
   return label;
 }
 
+std::string role_label(const HeadScores& s, const LabelThresholds& t, const std::vector<OffsetBaseline>& offsets) {
+  std::string role;
+  double lead = t.role_margin;
+  for (std::size_t r = 0; r < s.roles.size() && r < offsets.size(); ++r) {
+    const double x = at(s.roles_scored, r), base = offsets[r].scored_share;
+    if (std::isnan(x) || std::isnan(base)) continue;
+    if (x >= t.role && x - base >= lead) lead = x - base, role = s.roles[r].first;
+  }
+  if (!role.empty()) return "role: " + role;
+  if (std::isnan(s.offset_share) || s.offset_share < t.positional) return "";
+  if (s.offset == -1) return "positional (previous)";
+  if (s.offset == 1) return "positional (next)";
+  if (s.offset == 0) return "positional (self)";
+  char b[48];
+  std::snprintf(b, sizeof b, "positional (offset %+ld)", s.offset);
+  return b;
+}
+
 IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t vocab, std::uint64_t seed) {
   IndexArray out = IndexArray::from_shape({count, T});
   const std::size_t N = T / 2;
@@ -238,13 +379,24 @@ IndexArray repeated_random_tokens(std::size_t count, std::size_t T, std::size_t 
   return out;
 }
 
+namespace {
+// role_label, and the label: the relation of a role head, else the pattern label.
+void label_head(HeadScores& s, const LabelThresholds& t, const std::vector<OffsetBaseline>& offsets) {
+  s.role_label = role_label(s, t, offsets);
+  s.label = s.role_label.rfind("role: ", 0) == 0 ? s.role_label.substr(6) : head_label(s, t);
+}
+}  // namespace
+
 std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, const data::Task& task,
-                                       const data::Batch& batch, const LabelThresholds& thresholds) {
+                                       const data::Batch& batch, const LabelThresholds& thresholds,
+                                       const std::vector<OffsetBaseline>* offsets) {
   const bool recall = task.name() == "recall" || task.name() == "mqar" || task.name() == "seq2seq_recall";
   const std::vector<std::string>& relations = task.relation_names();
   const bool roles = !relations.empty() && batch.relations.dimension() == 3;
-  std::vector<double> baselines;
-  for (auto& b : role_baselines(task, batch)) baselines.push_back(b.share);
+  std::vector<OffsetBaseline> own;
+  if (!offsets) own = role_baselines(task, batch), offsets = &own;
+  RoleTokens scored;
+  scored.scored = true;
   std::vector<HeadScores> out;
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const Array<float>& w = *layers[l].weights;
@@ -252,23 +404,37 @@ std::vector<HeadScores> pattern_scores(const std::vector<LayerPattern>& layers, 
     const auto em = entropy_and_max(w);
     const auto first = column_scores(w, 0, 1);
     std::vector<double> prev, self, retrieval;
+    std::vector<std::pair<long, double>> offset;
     if (same_sequence) {
       prev = diagonal_scores(w, -1, 1);
       self = diagonal_scores(w, 0, 0);
+      offset = dominant_offsets(w, batch.words);
       if (recall && !task.seq2seq()) retrieval = retrieval_scores(w, batch.inputs, batch.targets);
     } else if (recall) {  // the decoder's queries look up their keys in the source
       retrieval = retrieval_scores(w, batch.decoder_inputs, batch.inputs, batch.targets, false);
     }
-    std::vector<std::vector<double>> role(relations.size());
-    for (std::size_t r = 0; roles && same_sequence && r < relations.size(); ++r) role[r] = role_scores(w, batch, r);
+    // Per relation: every token, the scored ones, and the scored ones the chosen offset misses.
+    std::vector<std::vector<double>> role(relations.size()), at_scored(relations.size()), off(relations.size());
+    for (std::size_t r = 0; roles && same_sequence && r < relations.size(); ++r) {
+      role[r] = role_scores(w, batch, r);
+      at_scored[r] = role_scores(w, batch, r, scored);
+      RoleTokens miss = scored;
+      if (r < offsets->size()) miss.miss_offset = (*offsets)[r].scored_offset;
+      off[r] = role_scores(w, batch, r, miss);
+    }
     for (std::size_t h = 0; h < em.size(); ++h) {
       HeadScores s;
       s.layer = layers[l].name, s.layer_index = l, s.head = h, s.kind = layers[l].kind;
       s.entropy = em[h].first, s.max_weight = em[h].second, s.first_token = first[h];
-      if (same_sequence) s.previous_token = prev[h], s.self = self[h];
+      if (same_sequence) s.previous_token = prev[h], s.self = self[h], s.offset = offset[h].first, s.offset_share = offset[h].second;
       if (!retrieval.empty()) s.retrieval = retrieval[h];
-      for (std::size_t r = 0; r < relations.size(); ++r) s.roles.emplace_back(relations[r], role[r].empty() ? kNaN : role[r][h]);
-      s.label = head_label(s, thresholds, baselines);
+      for (std::size_t r = 0; r < relations.size(); ++r) {
+        s.roles.emplace_back(relations[r], role[r].empty() ? kNaN : role[r][h]);
+        s.roles_scored.push_back(at_scored[r].empty() ? kNaN : at_scored[r][h]);
+        s.roles_off_offset.push_back(off[r].empty() ? kNaN : off[r][h]);
+        s.roles_validation.push_back(kNaN);
+      }
+      label_head(s, thresholds, *offsets);
       out.push_back(s);
     }
   }
@@ -330,25 +496,40 @@ std::vector<std::vector<double>> induction_scores(model::TaskModel& model, const
 }
 
 std::vector<HeadScores> head_scores(model::TaskModel& model, const data::Task& task, const data::Batch& heldout,
-                                    const HeadScoreOptions& o) {
+                                    const HeadScoreOptions& o, const data::Batch* validation) {
   if (o.examples == 0) throw ValueError("head scores: --examples must be at least 1");
   NoGradGuard no_grad;
   const bool was_training = model.module().is_training();
   model.module().eval();
   const data::Batch b = data::rows(heldout, 0, std::min(o.examples, heldout.size()));
+  std::optional<data::Batch> v;
+  if (validation && validation->size()) v = data::rows(*validation, 0, std::min(o.examples, validation->size()));
+  const std::vector<OffsetBaseline> offsets = role_baselines(task, b, v ? &*v : nullptr);
   const auto layers = model::attention_layers(model);
   const std::vector<Array<float>> w = patterns(model, b, o.batch_size);
   std::vector<LayerPattern> lp;
   for (std::size_t l = 0; l < layers.size(); ++l) lp.push_back({layers[l].first, model.attention_kind(*layers[l].second), &w[l]});
-  std::vector<HeadScores> out = pattern_scores(lp, task, b, o.thresholds);
+  std::vector<HeadScores> out = pattern_scores(lp, task, b, o.thresholds, &offsets);
 
-  std::vector<double> baselines;
-  for (auto& base : role_baselines(task, b)) baselines.push_back(base.share);
+  // The relations at the scored tokens of the validation rows: a head can be chosen there.
+  if (v && v->relations.dimension() == 3 && !task.relation_names().empty()) {
+    const std::vector<Array<float>> wv = patterns(model, *v, o.batch_size);
+    RoleTokens scored;
+    scored.scored = true;
+    for (std::size_t l = 0, k = 0; l < layers.size(); ++l) {
+      const std::size_t H = wv[l].shape()[1];
+      std::vector<std::vector<double>> per(task.relation_names().size());
+      if (model.attention_kind(*layers[l].second) != model::AttentionKind::Cross)
+        for (std::size_t r = 0; r < per.size(); ++r) per[r] = role_scores(wv[l], *v, r, scored);
+      for (std::size_t h = 0; h < H; ++h, ++k)
+        for (std::size_t r = 0; r < per.size(); ++r) out[k].roles_validation[r] = per[r].empty() ? kNaN : per[r][h];
+    }
+  }
   const auto ind = induction_scores(model, task, b.size(), o.seed, o.batch_size);
   for (std::size_t l = 0, k = 0; l < ind.size(); ++l)
     for (std::size_t h = 0; h < ind[l].size(); ++h, ++k) {
       out[k].induction = ind[l][h];
-      out[k].label = head_label(out[k], o.thresholds, baselines);
+      label_head(out[k], o.thresholds, offsets);
     }
   if (was_training) model.module().train();
   return out;
@@ -359,6 +540,42 @@ std::string cell(double x, const char* fmt = "%.3f") {
   if (std::isnan(x)) return "-";
   char b[32];
   std::snprintf(b, sizeof b, fmt, x);
+  return b;
+}
+}  // namespace
+
+namespace {
+// A right-aligned cell of at least `width` characters.
+std::string pad(const std::string& c, std::size_t width) { return std::string(width > c.size() ? width - c.size() : 0, ' ') + c; }
+
+// One table of a role score per head and relation (`value(s, r)`), then the rows `extra` (name,
+// a cell per relation, a note).
+using ExtraRow = std::tuple<std::string, std::vector<std::string>, std::string>;
+void role_table(std::ostringstream& out, const std::vector<HeadScores>& scores, const std::string& title,
+                const std::function<double(const HeadScores&, std::size_t)>& value, const std::vector<ExtraRow>& extra) {
+  const auto& roles = scores.front().roles;
+  auto width = [&](std::size_t r) { return std::max<std::size_t>(15, roles[r].first.size()); };
+  out << '\n' << title << "\n  head  ";
+  for (std::size_t r = 0; r < roles.size(); ++r) out << ' ' << pad(roles[r].first, width(r));
+  out << '\n';
+  char line[32];
+  for (auto& s : scores) {
+    std::snprintf(line, sizeof line, "  %3zu.%-3zu", s.layer_index, s.head);
+    out << line;
+    for (std::size_t r = 0; r < roles.size(); ++r) out << ' ' << pad(cell(value(s, r)), width(r));
+    out << '\n';
+  }
+  for (auto& [name, cells, note] : extra) {
+    out << "  " << std::left << std::setw(7) << name << std::right;
+    for (std::size_t r = 0; r < roles.size() && r < cells.size(); ++r) out << ' ' << pad(cells[r], width(r));
+    out << "   " << note << '\n';
+  }
+}
+
+std::string share_at(double share, long offset) {
+  if (std::isnan(share)) return "-";
+  char b[48];
+  std::snprintf(b, sizeof b, "%.3f (%+ld)", share, offset);
   return b;
 }
 }  // namespace
@@ -376,61 +593,76 @@ std::string format_head_scores(const std::vector<HeadScores>& scores, const std:
                   cell(s.induction).c_str(), cell(s.retrieval).c_str(), s.label.c_str());
     out << line;
   }
-  if (scores.empty() || scores.front().roles.empty()) return out.str();
-  // Role scores: a column per relation, and the best fixed offset as the row to beat.
-  out << "\nrole scores: the share of tokens having the relation whose largest weight falls on their partner\n";
-  out << "  head  ";
-  for (auto& [name, v] : scores.front().roles) out << ' ' << std::string(std::max<std::size_t>(15, name.size()) - name.size(), ' ') << name;
-  out << '\n';
-  auto widths = [&](std::size_t r) { return std::max<std::size_t>(15, scores.front().roles[r].first.size()); };
+  // Position or role: how far each head looks when it looks a fixed distance, and its verdict.
+  out << "\nposition or role: the key offset most queries put their largest weight on, their share, and the head's "
+         "label\n  head    offset   share  position or role\n";
   for (auto& s : scores) {
-    std::snprintf(line, sizeof line, "  %3zu.%-3zu", s.layer_index, s.head);
+    const std::string offset = std::isnan(s.offset_share) ? "-" : (s.offset > 0 ? "+" : "") + std::to_string(s.offset);
+    std::snprintf(line, sizeof line, "  %3zu.%-3zu %7s %7s  %s\n", s.layer_index, s.head, offset.c_str(),
+                  cell(s.offset_share).c_str(), s.role_label.c_str());
     out << line;
-    for (std::size_t r = 0; r < s.roles.size(); ++r) {
-      const std::string c = cell(s.roles[r].second);
-      out << ' ' << std::string(widths(r) - c.size(), ' ') << c;
-    }
-    out << '\n';
   }
-  if (!baselines.empty()) {
-    out << "  offset ";
-    for (std::size_t r = 0; r < baselines.size() && r < scores.front().roles.size(); ++r) {
-      char b[48];
-      if (std::isnan(baselines[r].share)) std::snprintf(b, sizeof b, "-");
-      else std::snprintf(b, sizeof b, "%.3f (%+ld)", baselines[r].share, baselines[r].offset);
-      out << ' ' << std::string(widths(r) > std::strlen(b) ? widths(r) - std::strlen(b) : 0, ' ') << b;
-    }
-    out << "   (the best fixed offset)\n  tokens ";
-    for (std::size_t r = 0; r < baselines.size() && r < scores.front().roles.size(); ++r) {
-      const std::string c = std::to_string(baselines[r].count);
-      out << ' ' << std::string(widths(r) - c.size(), ' ') << c;
-    }
-    out << "   (having the relation)\n";
+  if (scores.empty() || scores.front().roles.empty()) return out.str();
+  const std::size_t R = std::min(baselines.size(), scores.front().roles.size());
+  std::vector<std::string> chosen, counts, validation, zero, off_counts, best, all_counts;
+  for (std::size_t r = 0; r < R; ++r) {
+    const OffsetBaseline& b = baselines[r];
+    chosen.push_back(share_at(b.scored_share, b.scored_offset));
+    validation.push_back(share_at(b.validation_share, b.scored_offset));
+    counts.push_back(std::to_string(b.scored_count));
+    zero.push_back(b.off_offset_count ? "0" : "-");
+    off_counts.push_back(std::to_string(b.off_offset_count));
+    best.push_back(share_at(b.share, b.offset));
+    all_counts.push_back(std::to_string(b.count));
   }
+  const bool validated = R && !std::isnan(baselines.front().validation_share);
+  const std::string picked = validated ? "(the offset chosen on the validation rows, its share here)"
+                                       : "(the offset chosen on these rows)";
+  role_table(out, scores,
+             "role scores: the share of tokens having the relation whose largest weight falls on their partner, over "
+             "every token (scored or not)",
+             [](const HeadScores& s, std::size_t r) { return s.roles[r].second; },
+             {{"offset", best, "(the best fixed offset)"}, {"tokens", all_counts, "(having the relation)"}});
+  role_table(out, scores, "role scores at the scored tokens (a masked model's masked tokens: where its loss asks for the partner)",
+             [](const HeadScores& s, std::size_t r) { return at(s.roles_scored, r); },
+             {{"offset", chosen, picked}, {"tokens", counts, "(scored, having the relation)"}});
+  role_table(out, scores, "role scores at the scored tokens where that offset misses the partner (position gives the wrong answer)",
+             [](const HeadScores& s, std::size_t r) { return at(s.roles_off_offset, r); },
+             {{"offset", zero, "(0 by construction)"}, {"tokens", off_counts, "(scored, partner not at the offset)"}});
+  if (validated)
+    role_table(out, scores, "role scores at the scored tokens of the validation rows (for choosing a head)",
+               [](const HeadScores& s, std::size_t r) { return at(s.roles_validation, r); },
+               {{"offset", validation, "(the chosen offset there)"}});
   return out.str();
 }
 
 std::string head_scores_csv(const std::vector<HeadScores>& scores, const std::vector<OffsetBaseline>& baselines) {
   std::ostringstream out;
+  const std::vector<std::string> relations = relations_of(scores);
   std::vector<std::string> names = score_names();
-  if (!scores.empty())
-    for (auto& [relation, v] : scores.front().roles) names.push_back(relation);
+  names.insert(names.end(), relations.begin(), relations.end());
+  const std::vector<std::string> more = extended_names(relations);
+  names.insert(names.end(), more.begin(), more.end());
   out << "layer,layer_index,head,kind";
   for (auto& n : names) out << ',' << n;
-  out << ",label\n";
+  out << ",label,role_label\n";
+  auto number = [](double x) { return std::isnan(x) ? std::string() : cell(x, "%.9g"); };
   for (auto& s : scores) {
     out << s.layer << ',' << s.layer_index << ',' << s.head << ',' << model::attention_kind_name(s.kind);
-    for (auto& n : names) {
-      const double x = score(s, n);
-      out << ',' << (std::isnan(x) ? std::string() : cell(x, "%.9g"));
-    }
-    out << ',' << s.label << '\n';
+    for (auto& n : names) out << ',' << number(score(s, n));
+    out << ',' << s.label << ',' << s.role_label << '\n';
   }
   if (!baselines.empty()) {
+    // Each column's offset baseline: every token (best offset of these rows), the scored tokens
+    // (the chosen offset), where it misses (0), the validation rows.
     out << "baseline,,,";
     for (std::size_t k = 0; k < score_names().size(); ++k) out << ',';
-    for (auto& b : baselines) out << ',' << (std::isnan(b.share) ? std::string() : cell(b.share, "%.9g"));
-    out << ",best fixed offset\n";
+    for (auto& b : baselines) out << ',' << number(b.share);
+    out << ",,";  // offset, offset_share
+    for (auto& b : baselines) out << ',' << number(b.scored_share);
+    for (auto& b : baselines) out << ',' << (b.off_offset_count ? "0" : "");
+    for (auto& b : baselines) out << ',' << number(b.validation_share);
+    out << ",best fixed offset,\n";
   }
   return out.str();
 }
@@ -491,33 +723,48 @@ HeadsResult heads(model::LoadedModel& l, const HeadsRequest& r) {
   if (r.examples == 0) field_error("examples", "expected at least 1 held-out example");
   if (!l.data) field_error("data", "head scores need the model's held-out data, which was not loaded");
   const data::Batch& test = l.data->test_set();
+  const data::Batch& validation = l.data->eval_set();
   HeadScoreOptions o;
   o.examples = r.examples;
   HeadsResult out;
   out.examples = std::min(r.examples, test.size());
-  out.score_names = score_names(l.task.get());
-  out.heads = head_scores(*l.model, *l.task, test, o);
-  out.baselines = role_baselines(*l.task, data::rows(test, 0, out.examples));
+  out.validation_examples = std::min(r.examples, validation.size());
+  out.task = l.task->name();
+  out.masked = l.task->masked();
+  out.score_names = heads_score_names(l.task.get());
+  out.heads = head_scores(*l.model, *l.task, test, o, &validation);
+  const data::Batch v = data::rows(validation, 0, out.validation_examples);
+  out.baselines = role_baselines(*l.task, data::rows(test, 0, out.examples), out.validation_examples ? &v : nullptr);
+  for (auto& h : out.heads)
+    if (!std::isnan(h.induction)) out.induction_sequences = out.examples;
   if (r.similarity) out.similarity = head_divergence(*l.model, test, r.examples);
   return out;
 }
 
 std::string to_json(const HeadsResult& r) {
   json::Writer w;
-  w.open('{').member("examples", r.examples).key("score_names").open('[');
+  w.open('{').member("examples", r.examples).member("validation_examples", r.validation_examples).member("task", r.task)
+      .member("masked", r.masked).member("induction_sequences", r.induction_sequences).key("score_names").open('[');
   for (auto& n : r.score_names) w.value(n);
   w.close(']').key("heads").open('[');
   for (auto& h : r.heads) {
     w.open('{').member("layer", h.layer).member("layer_index", h.layer_index).member("head", h.head)
         .member("kind", model::attention_kind_name(h.kind));
     for (auto& n : r.score_names) w.member(n, score(h, n));
-    w.member("label", h.label).close('}');
+    w.member("label", h.label).member("role_label", h.role_label).close('}');
   }
+  const std::vector<std::string> relations = relations_of(r.heads);
+  const std::size_t R = std::min(relations.size(), r.baselines.size());
   w.close(']').key("baselines").open('{');
-  const std::vector<std::string> relations(r.score_names.end() - long(r.baselines.size()), r.score_names.end());
-  for (std::size_t i = 0; i < r.baselines.size(); ++i)
+  for (std::size_t i = 0; i < R; ++i)
     w.key(relations[i]).open('{').member("offset", std::int64_t(r.baselines[i].offset)).member("share", r.baselines[i].share)
         .member("count", r.baselines[i].count).close('}');
+  w.close('}').key("offsets").open('{');
+  for (std::size_t i = 0; i < R; ++i) {
+    const OffsetBaseline& b = r.baselines[i];
+    w.key(relations[i]).open('{').member("offset", std::int64_t(b.scored_offset)).member("validation_share", b.validation_share)
+        .member("share", b.scored_share).member("count", b.scored_count).member("off_offset_count", b.off_offset_count).close('}');
+  }
   w.close('}').key("similarity");
   if (r.similarity.empty()) {
     w.null();
@@ -537,6 +784,28 @@ std::string to_json(const HeadsResult& r) {
   }
   w.close('}');
   return w.take();
+}
+
+std::string format_heads(const HeadsResult& r, const std::string& source) {
+  std::ostringstream out;
+  out << source << ": " << r.task << ", " << r.examples << " held-out (test) examples";
+  const bool roles = !r.baselines.empty();
+  if (roles)
+    out << "; role scores at the " << (r.masked ? "masked tokens" : "scored tokens") << ", offsets chosen on "
+        << r.validation_examples << " validation examples";
+  if (r.induction_sequences)
+    out << "; induction score on " << r.induction_sequences << " random sequences repeated twice";
+  else
+    out << "; no induction score (" << (r.masked ? "a masked model does not predict the next token" : "not a next-token model")
+        << ")";
+  out << '\n' << format_head_scores(r.heads, r.baselines);
+  out << "labels: " << (roles ? "a relation (role score at the scored tokens >= 0.5 and 0.1 above the offset chosen on "
+                                "validation), else " : "")
+      << "previous-token, first-token, self (>= 0.5), induction (>= 0.4), retrieval (>= 0.5); position or role: "
+      << (roles ? "role: <relation> as above, else " : "")
+      << "positional (previous, next, self, offset +k) when >= 0.5 of the queries look that far; "
+         "docs/instruments.md defines each score\n";
+  return out.str();
 }
 
 }  // namespace qkv::interp

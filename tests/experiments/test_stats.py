@@ -588,6 +588,67 @@ def test_report_only_keeps():
               "run.sh says which reports it kept")
 
 
+def test_roles_v2():
+    """roles_v2.py: remask masks as the task does (max(1, round(0.15 n)) of a row's n sentence tokens,
+    nothing else touched), and the report on a synthetic analysis: T1 finds the what head and no who
+    head, T3 is testable with 6 pairs, and the described table of verbs with an object against verbs
+    without one gives each head kind's mean."""
+    import gzip
+    import numpy as np
+    from experiments import roles_v2
+    words = np.full((3, 32), -1)
+    words[0, :20], words[1, :5], words[2, :32] = 1, 1, 1
+    orig = np.arange(96).reshape(3, 32) % 50
+    batch = roles_v2.remask({"inputs": orig, "targets": np.full((3, 32), -100), "words": words}, [1, 0], 60)
+    again = roles_v2.remask({"inputs": orig, "targets": np.full((3, 32), -100), "words": words}, [1, 0], 60)
+    check((batch["inputs"] == again["inputs"]).all() and (batch["targets"] == again["targets"]).all(),
+          "roles_v2.remask: the same draw seed, the same masks")
+    chosen = batch["targets"] >= 0
+    check([int(c) for c in chosen.sum(axis=1)] == [3, 1, 5], f"roles_v2.remask: max(1, round(0.15 n)) per row: "
+          f"{chosen.sum(axis=1).tolist()}")
+    check(not (chosen & (words < 0)).any(), "roles_v2.remask: only sentence tokens are chosen")
+    check(((batch["inputs"] != orig) <= chosen).all(), "roles_v2.remask: inputs change only at the chosen positions")
+    check((batch["targets"][chosen] == orig[chosen]).all(), "roles_v2.remask: the targets are the original tokens")
+    with tempfile.TemporaryDirectory() as d:
+        common = {"arm": "width", "layers": 2, "heads": 4, "head_dim": 16, "lr": 0.01}
+        runs, roles, abl = [], [], []
+        for s in range(1, 7):
+            run = f"heads=4_seed={s}"
+            runs.append({"run": run, **common, "seed": s, "test_acc": 0.5 + s / 100, "plateau": "improving",
+                         "cpu": "GenuineIntel family 6 model 167", "train_commit": "aaaaaaa", "analysis_commit": "bbbbbbb"})
+            for rel, score, base in (("verb->subject", 0.30, 0.29), ("verb->object", 0.66 + s / 100, 0.28)):
+                roles.append({"run": run, **common, "relation": rel, "score": score, "offset_share": base,
+                              "margin": score - base, "has_head": int(score >= 0.5 and score - base >= 0.1)})
+            for layer, head, who, what, specific, vs in ((0, 0, 1, 0, 0.1, 0.0), (1, 3, 0, 1, 0.4 + s / 100, 0.2),
+                                                          (1, 1, 0, 0, 0.05, -0.1)):
+                abl.append({"run": run, **common, "layer": layer, "head": head, "is_who_head": who, "is_what_head": what,
+                            "specific_who": specific, "specific_what": specific, "loss_change_who_tokens": specific,
+                            "loss_change_other_who": 0.0, "loss_change_what_tokens": specific, "loss_change_other_what": 0.0,
+                            "intransitive_tokens": 80, "what_vs_intransitive": vs})
+        for name, rows in (("runs.csv", runs), ("roles.csv", roles)):
+            with open(os.path.join(d, name), "w", newline="") as f:
+                w = csv.DictWriter(f, fieldnames=list(rows[0]))
+                w.writeheader()
+                w.writerows(rows)
+        with gzip.open(os.path.join(d, "ablation.csv.gz"), "wt", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(abl[0]))
+            w.writeheader()
+            w.writerows(abl)
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "experiments", "roles_v2.py"), "report", d],
+                           capture_output=True, text=True, timeout=120)
+        out = p.stdout
+        check(p.returncode == 0, f"roles_v2.py report exits 0 ({p.stderr.strip()[-300:]})")
+        check("**T1 who**" in out and "no setting has one" in out.split("**T1 who**")[1].split("\n")[0],
+              "roles_v2 report: T1 who finds no setting")
+        check("settings with a head: width L2 h4" in out.split("**T1 what**")[1].split("\n")[0],
+              "roles_v2 report: T1 what finds the setting (6 seeds, every margin above 0.1)")
+        t3 = out.split("- **T3** ")[1].split("\n")[0]
+        check("over 6 pairs" in t3, f"roles_v2 report: T3 over the 6 runs with a what head: {t3}")
+        for kind, want in (("what head", "+0.2000"), ("who head", "+0.0000"), ("random head", "-0.1000")):
+            check(re.search(rf"^\| {kind} \| 6 \| {re.escape(want)} \| 80 \|$", out, re.M) is not None,
+                  f"roles_v2 report: the described table's {kind} row is the mean over the runs ({want})")
+
+
 def test_lr_grid_table():
     """experiments/README.md's table of where each lr sits is what lr_grid.py makes from the committed
     files, and the script classes an lr by its place in the grid."""
@@ -608,7 +669,7 @@ def test_lr_grid_table():
 def main():
     for test in (test_wilson, test_fisher, test_mann_whitney, test_permutation, test_bootstrap_t, test_welch, test_holm,
                  test_kaplan_meier, test_select, test_spearman, test_spearman_strata, test_wilcoxon, test_lr_estimates,
-                 test_end_to_end, test_committed_reports, test_report_only_keeps,
+                 test_end_to_end, test_committed_reports, test_report_only_keeps, test_roles_v2,
                  test_lr_grid_table):
         try:
             test()

@@ -137,10 +137,53 @@ TEST_CASE("head scores: a hand-set model's previous-token and first-token heads 
   const std::string table = interp::format_head_scores(s);
   CHECK(table.find("previous-token") != std::string::npos);
   CHECK(table.find("first-token") != std::string::npos);
+  // Dominant offsets: head 0's query 0 can only see itself (offset 0), its 15 others look one back;
+  // head 1 looks at key 0 from every query, offsets 0, -1, ..., -15 once each (a tie: 0, nearest 0).
+  CHECK(s[0].offset == -1);
+  CHECK(s[0].offset_share == doctest::Approx(15.0 / 16));
+  CHECK(s[0].role_label == "positional (previous)");
+  CHECK(s[1].offset == 0);
+  CHECK(s[1].offset_share == doctest::Approx(1.0 / 16));
+  CHECK(s[1].role_label == "");  // a sink is not a fixed distance
   const std::string csv = interp::head_scores_csv(s);
-  CHECK(csv.rfind("layer,layer_index,head,kind,entropy,max_weight,previous_token,first_token,self,induction,retrieval,label\n", 0) == 0);
+  CHECK(csv.rfind("layer,layer_index,head,kind,entropy,max_weight,previous_token,first_token,self,induction,retrieval,offset,"
+                  "offset_share,label,role_label\n", 0) == 0);
   CHECK(csv.find(",causal,") != std::string::npos);
-  CHECK(csv.find(",,previous-token\n") != std::string::npos);  // retrieval empty (NaN), then the label
+  CHECK(csv.find(",,-1,0.9375,previous-token,positional (previous)\n") != std::string::npos);  // retrieval empty (NaN)
+  CHECK(table.find("positional (previous)") != std::string::npos);
+}
+
+TEST_CASE("head scores: dominant offsets of hand-made patterns, and the positional labels they earn") {
+  const std::size_t T = 8;
+  Array<float> w = zeros(3, T);
+  for (std::size_t i = 0; i < T; ++i) {
+    w(0, 0, i, std::min(i + 1, T - 1)) = 1;  // head 0: the next token (the last row: itself)
+    w(0, 1, i, i >= 3 ? i - 3 : 0) = 1;      // head 1: three back (rows 0-2: token 0)
+    w(0, 2, i, (i * 3 + 1) % T) = 1;         // head 2: no fixed distance (each offset at most twice)
+  }
+  IndexArray none = IndexArray::from_shape({0});
+  const auto o = interp::dominant_offsets(w, none);
+  CHECK(o[0] == std::pair<long, double>{1, 7.0 / 8});
+  CHECK(o[1] == std::pair<long, double>{-3, 5.0 / 8});
+  CHECK(o[2].second == doctest::Approx(2.0 / 8));
+  // Padding rows (words -1) do not count: with the last three rows padding, head 1 has 2 of 5.
+  IndexArray words = IndexArray::from_shape({1, T});
+  for (std::size_t i = 0; i < T; ++i) words(0, i) = i < 5 ? Index(i) : -1;
+  CHECK(interp::dominant_offsets(w, words)[1] == std::pair<long, double>{-3, 2.0 / 5});
+  interp::HeadScores h;
+  h.offset = o[0].first, h.offset_share = o[0].second;
+  CHECK(interp::role_label(h) == "positional (next)");
+  h.offset = o[1].first, h.offset_share = o[1].second;
+  CHECK(interp::role_label(h) == "positional (offset -3)");
+  h.offset = 2;
+  CHECK(interp::role_label(h) == "positional (offset +2)");
+  h.offset = 0;
+  CHECK(interp::role_label(h) == "positional (self)");
+  h.offset_share = 0.45;  // under the threshold: neither
+  CHECK(interp::role_label(h) == "");
+  interp::LabelThresholds t;
+  t.positional = 0.4;
+  CHECK(interp::role_label(h, t) == "positional (self)");
 }
 
 TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads, scored and labelled as worked out on paper") {
@@ -155,6 +198,10 @@ TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads,
   data::Batch b;
   for (const char* text : {"他打碎了花瓶", "我爱吃苹果", "猫喜欢追逐老鼠", "花瓶被他打碎了", "猫吃鱼"})
     b = data::concat(b, task.analyse(text));
+  // Every verb token scored (as if masked; the inputs stay, so the hand-set heads see the verbs):
+  // the scores at the scored tokens are then those over every verb.
+  const std::vector<std::pair<std::size_t, std::size_t>> verbs = {{0, 1}, {1, 1}, {1, 2}, {2, 1}, {2, 2}, {2, 3}, {2, 4}, {3, 4}, {4, 1}};
+  for (auto [row, t] : verbs) b.targets(row, t) = b.inputs(row, t);
   const auto& names = task.relation_names();
   const std::size_t subject = std::size_t(std::find(names.begin(), names.end(), "verb->subject") - names.begin());
   const std::size_t object = std::size_t(std::find(names.begin(), names.end(), "verb->object") - names.begin());
@@ -177,9 +224,18 @@ TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads,
   CHECK(base[object].share == doctest::Approx(5.0 / 9));
   CHECK(base[object].offset == 1);
   CHECK(base[subject].count == 9);
+  // At the scored tokens (every verb) the same, and the offset is chosen there (no validation rows).
+  CHECK(s[0].roles_scored[object] == doctest::Approx(6.0 / 9));
+  CHECK(s[1].roles_scored[subject] == 1.0);
+  CHECK(base[object].scored_offset == 1);
+  CHECK(base[object].scored_share == doctest::Approx(5.0 / 9));
+  CHECK(base[object].scored_count == 9);
+  CHECK(std::isnan(base[object].validation_share));
   // Both heads beat their relation's offset by more than 0.1 (6/9 - 5/9 = 0.11): labelled by it.
   CHECK(s[0].label == "verb->object");
   CHECK(s[1].label == "verb->subject");
+  CHECK(s[0].role_label == "role: verb->object");
+  CHECK(s[1].role_label == "role: verb->subject");
   // Without 猫吃鱼 head 0 ties the offset (5 of 8 both): finding objects is then what a fixed offset
   // does too, and it earns no role label.
   data::Batch four = data::rows(b, 0, 4);
@@ -195,6 +251,81 @@ TEST_CASE("role scores: a hand-set model's verb->object and verb->subject heads,
   test::Constructed plain = test::constructed_decoder();
   const data::Batch pb = test::previous_token_batch(4, test::Constructed::T, test::Constructed::V, 1);
   CHECK(interp::head_scores(*plain.model, *plain.task, pb, o).front().roles.empty());
+}
+
+TEST_CASE("role scores at the scored tokens: the offset chosen on validation rows, where it misses, and the role label") {
+  test::Constructed m = test::constructed_role_encoder();
+  const auto& task = static_cast<const data::GrammarTask&>(*m.task);
+  const auto& names = task.relation_names();
+  const std::size_t subject = std::size_t(std::find(names.begin(), names.end(), "verb->subject") - names.begin());
+  const std::size_t object = std::size_t(std::find(names.begin(), names.end(), "verb->object") - names.begin());
+  data::Batch b;
+  for (const char* text : {"他打碎了花瓶", "我爱吃苹果", "猫喜欢追逐老鼠", "花瓶被他打碎了", "猫吃鱼"})
+    b = data::concat(b, task.analyse(text));
+  // Five verbs scored: 打 (row 0), 爱 (row 1), 喜 and 追 (row 2), 吃 (row 4). Their objects sit at
+  // +3 and +4 (花瓶), +1 (吃), +2 and +3 (追逐), +2 and +3 (老鼠), +1 (鱼): +3 is best here, 3 of 5.
+  for (auto [row, t] : std::vector<std::pair<std::size_t, std::size_t>>{{0, 1}, {1, 1}, {2, 1}, {2, 3}, {4, 1}})
+    b.targets(row, t) = b.inputs(row, t);
+  interp::RoleTokens scored;
+  scored.scored = true;
+  const interp::OffsetBaseline here = interp::role_baseline(b, object, scored);
+  CHECK(here.offset == 3);
+  CHECK(here.share == doctest::Approx(3.0 / 5));
+  CHECK(interp::offset_share(b, object, 1, scored) == doctest::Approx(2.0 / 5));
+  // The validation rows: 猫吃鱼 with 吃 scored, whose object is at +1 and subject at -1.
+  data::Batch v = task.analyse("猫吃鱼");
+  v.targets(0, 1) = v.inputs(0, 1);
+  const auto base = interp::role_baselines(*m.task, b, &v);
+  CHECK(base[object].scored_offset == 1);
+  CHECK(base[object].validation_share == 1.0);
+  CHECK(base[object].scored_share == doctest::Approx(2.0 / 5));  // +1 on the test rows: 爱 and 吃
+  CHECK(base[object].scored_count == 5);
+  CHECK(base[object].off_offset_count == 3);                      // 打, 喜, 追
+  CHECK(base[subject].scored_offset == -1);
+  CHECK(base[subject].scored_share == doctest::Approx(4.0 / 5));  // all but 追 (猫 three back)
+
+  interp::HeadScoreOptions o;
+  o.examples = 5;
+  const auto s = interp::head_scores(*m.model, *m.task, b, o, &v);
+  // Head 0 (the object character): right for 打, 追, 吃; wrong for 爱, 喜 (objects that are verbs).
+  CHECK(s[0].roles_scored[object] == doctest::Approx(3.0 / 5));
+  CHECK(s[0].roles_off_offset[object] == doctest::Approx(2.0 / 3));  // 打 and 追 of 打, 喜, 追
+  CHECK(s[0].roles_validation[object] == 1.0);
+  CHECK(s[1].roles_scored[subject] == 1.0);
+  CHECK(s[1].roles_off_offset[subject] == 1.0);  // 追: 猫 found where -1 misses it
+  // 0.6 - 0.4 and 1.0 - 0.8 beat the validation-chosen offsets by 0.2: role heads. Chosen on the
+  // test rows themselves, +3 ties head 0 (0.6) and it would not be one.
+  CHECK(s[0].role_label == "role: verb->object");
+  CHECK(s[1].role_label == "role: verb->subject");
+  CHECK(interp::head_scores(*m.model, *m.task, b, o)[0].role_label != "role: verb->object");
+  // Scores by name, as the CSV and the JSON columns give them.
+  CHECK(interp::score(s[0], "verb->object@scored") == doctest::Approx(3.0 / 5));
+  CHECK(interp::score(s[0], "verb->object@off_offset") == doctest::Approx(2.0 / 3));
+  CHECK(interp::score(s[0], "verb->object@validation") == 1.0);
+  CHECK(std::isnan(interp::score(s[0], "verb->object@nowhere")));
+  const std::vector<std::string> columns = interp::heads_score_names(m.task.get());
+  CHECK(std::find(columns.begin(), columns.end(), "verb->subject@off_offset") != columns.end());
+  const std::string table = interp::format_head_scores(s, base);
+  CHECK(table.find("role: verb->object") != std::string::npos);
+  CHECK(table.find("(the offset chosen on the validation rows, its share here)") != std::string::npos);
+  const std::string csv = interp::head_scores_csv(s, base);
+  CHECK(csv.find(",verb->subject@scored,") != std::string::npos);
+  CHECK(csv.find(",verb->object,role: verb->object\n") != std::string::npos);
+
+  // What `qkv heads` prints and sends: a masked model has no induction score, and says so.
+  interp::HeadsResult r;
+  r.examples = 5, r.validation_examples = 1, r.task = "grammar", r.masked = true;
+  r.score_names = columns, r.heads = s, r.baselines = base;
+  const std::string text = interp::format_heads(r, "m.h5");
+  CHECK(text.rfind("m.h5: grammar, 5 held-out (test) examples; role scores at the masked tokens, offsets chosen on 1 "
+                   "validation examples; no induction score (a masked model does not predict the next token)\n", 0) == 0);
+  CHECK(text.find("positional (previous, next, self, offset +k)") != std::string::npos);
+  r.masked = false, r.induction_sequences = 5;
+  CHECK(interp::format_heads(r, "m.h5").find("; induction score on 5 random sequences repeated twice\n") != std::string::npos);
+  const std::string json = interp::to_json(r);
+  CHECK(json.find("\"role_label\":\"role: verb->object\"") != std::string::npos);
+  CHECK(json.find("\"offsets\":{\"verb->subject\":{\"offset\":-1,") != std::string::npos);
+  CHECK(json.find("\"verb->object@off_offset\":") != std::string::npos);
 }
 
 TEST_CASE("head divergence: the Jensen-Shannon divergence of two heads' rows, 0 for a copy, 1 bit for disjoint rows") {

@@ -29,12 +29,12 @@ def test_heads_equals_qkv_heads_csv(grammar, grammar_ckpt, cli, workdir):
     baseline = expected.pop()  # the best fixed offset of each relation
     got = qkv.heads(grammar, examples=32)
     header = out.read_text().splitlines()[0].split(",")
-    assert header == ["layer", "layer_index", "head", "kind"] + got.score_names + ["label"]
-    assert "verb->object" in got.score_names  # the grammar's relations come last
+    assert header == ["layer", "layer_index", "head", "kind"] + got.score_names + ["label", "role_label"]
+    assert "verb->object" in got.score_names and "verb->object@scored" in got.score_names  # the grammar's relations
     assert len(got) == len(expected) == 8
     for g, e in zip(got, expected):
-        assert (g["layer"], str(g["layer_index"]), str(g["head"]), g["kind"], g["label"]) == \
-               (e["layer"], e["layer_index"], e["head"], e["kind"], e["label"])
+        assert (g["layer"], str(g["layer_index"]), str(g["head"]), g["kind"], g["label"], g["role_label"]) == \
+               (e["layer"], e["layer_index"], e["head"], e["kind"], e["label"], e["role_label"])
         for name in got.score_names:
             assert (g9(g[name]) if not math.isnan(g[name]) else "") == e[name], name
     assert baseline["layer"] == "baseline" and baseline["label"] == "best fixed offset"

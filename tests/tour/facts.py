@@ -3,6 +3,8 @@ command whose output holds it (a part of the command line as the tours write it)
 expression whose first group is the number (multi-line mode: ^ and $ match at every line). Both
 tours quote the same facts."""
 
+import re
+
 SORT = "qkv train configs/sort.yaml --threads 2"
 H1 = "--out runs/sort_h1 "
 UNSCALED = "--out runs/sort_unscaled "
@@ -58,10 +60,33 @@ def keys_of(head):
     return rf"^\s+{layer}\.{h}\s+\d+ '(\S+)'\s+([\d.]+)"
 
 
-def role(head, column):
-    """A role score of `qkv heads`'s role table: head L.H, the relation's column (0-based)."""
+# `qkv heads`' role tables, by a part of their titles: over every token, at the scored (masked)
+# tokens, and at the scored tokens where the chosen offset misses the partner.
+EVERY, SCORED, MISSED = "over every token", "at the scored tokens (a masked", "where that offset misses"
+
+
+def role(head, column, table=EVERY):
+    """A role score of one of `qkv heads`'s role tables (the first row of head L.H after the table's
+    title), the relation's column (0-based). Its cells are shares written 0.123 (or -), which the
+    position-or-role table's offsets (-1, +2, 0) are not."""
     layer, h = head.split(".")
-    return rf"^\s+{layer}\.{h}" + r"\s+[\d.-]+" * column + r"\s+([\d.]+)"
+    return (re.escape(table) + r"[^\n]*\n(?:[^\n]*\n)*?" + rf"\s+{layer}\.{h}" + r"\s+(?:\d\.\d{3}|-)" * column
+            + r"\s+(\d\.\d{3})")
+
+
+def offset_row(column, table=EVERY):
+    """The share of the fixed offset of one of `qkv heads`'s role tables, the relation's column."""
+    return (re.escape(table) + r"[^\n]*\n(?:[^\n]*\n)*?" + r"\s+offset" + r"\s+(?:\d\.\d{3} \(\S+\)|-)" * column
+            + r"\s+(\d\.\d{3}) \(")
+
+
+def position(head, group):
+    """`qkv heads`' position-or-role table, head L.H: group 'offset' (the key offset most queries put
+    their largest weight on), 'share' (their share) or 'label' (positional (...), role: R or empty)."""
+    layer, h = head.split(".")
+    cells = {"offset": r"[+-]?\d+", "share": r"\d\.\d{3}", "label": r".*?"}
+    offset, share, label = (f"({v})" if k == group else v for k, v in cells.items())
+    return rf"^\s+{layer}\.{h}\s+{offset}\s+{share}  {label}\s*$"
 
 
 FACTS.update({
@@ -76,12 +101,24 @@ FACTS.update({
     "hit_h00_token": {"command": HIT, "pattern": keys_of("0.0")},
     "role_22_object": {"command": HEADS, "pattern": role("2.2", 1)},
     "role_02_subject": {"command": HEADS, "pattern": role("0.2", 0)},
-    "role_object_offset": {"command": HEADS, "pattern": r"^\s+offset\s+[\d.]+ \(\S+\)\s+([\d.]+)"},
-    "role_subject_offset": {"command": HEADS, "pattern": r"^\s+offset\s+([\d.]+)"},
+    "role_object_offset": {"command": HEADS, "pattern": offset_row(1)},
+    "role_subject_offset": {"command": HEADS, "pattern": offset_row(0)},
+    "pos_00_label": {"command": HEADS, "pattern": position("0.0", "label")},
+    "pos_00_share": {"command": HEADS, "pattern": position("0.0", "share")},
+    "pos_02_label": {"command": HEADS, "pattern": position("0.2", "label")},
+    "pos_02_share": {"command": HEADS, "pattern": position("0.2", "share")},
+    "pos_22_label": {"command": HEADS, "pattern": position("2.2", "label")},
+    "role_22_scored": {"command": HEADS, "pattern": role("2.2", 1, SCORED)},
+    "role_scored_offset": {"command": HEADS, "pattern": offset_row(1, SCORED)},
+    "role_22_missed": {"command": HEADS, "pattern": role("2.2", 1, MISSED)},
+    "pos_23_label": {"command": HEADS, "pattern": position("2.3", "label")},
+    "pos_23_share": {"command": HEADS, "pattern": position("2.3", "share")},
+    "role_23_missed": {"command": HEADS, "pattern": role("2.3", 1, MISSED)},
     "role_11_label": {"command": HEADS, "pattern": r"^blocks\.1\.attn\s+1 self.*?(\S+)\s*$"},
     "ablate_intact_acc": {"command": ROLE_ABLATE, "pattern": r"intact model: .*token accuracy ([\d.]+)%"},
     "ablate_02_acc": {"command": ROLE_ABLATE, "pattern": r"^\s+0\.2\s+[\d.]+\s+[+-][\d.]+\s+([\d.]+)%"},
     "ablate_11_acc": {"command": ROLE_ABLATE, "pattern": r"^\s+1\.1\s+[\d.]+\s+[+-][\d.]+\s+([\d.]+)%"},
+    "ablate_22_acc": {"command": ROLE_ABLATE, "pattern": r"^\s+2\.2\s+[\d.]+\s+[+-][\d.]+\s+([\d.]+)%"},
 })
 
 

@@ -8,10 +8,12 @@ scored on its masked characters).
 
 RUNS.csv is score.py's (--checkpoint last.h5 --columns KEY): test bits per char of every
 run at the end of its budget (a masked model's: its masked loss in nats / ln 2, bits per masked
-character). SWEEP_DIRs hold the runs' metrics.csv, for the plateau check: the
-validation loss at the last evaluation against the one a quarter of the budget earlier (a run has
-converged to its budget when it improved by less than 2% over that last quarter). Prints the
-table and the tests stated in the README before the runs; writes DIR/bits.png.
+character). SWEEP_DIRs hold the runs' metrics.csv, for the plateau check (plateau.py: over the last
+quarter of the schedule's stable phase the validation loss gains less than 1% and ends at most
+0.5% above its best so far; the cool-down's gain apart. The first reports of lm_heads and lm_dk used
+"less than 2% gain over the last quarter of the budget", which counted a rising loss as a plateau
+and the cosine cool-down as progress). Prints the table and the tests stated in the README before
+the runs; writes DIR/bits.png.
 """
 import argparse
 import csv
@@ -20,21 +22,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from experiments import plateau  # noqa: E402
 from experiments import stats  # noqa: E402
 
-PLATEAU = 0.02
 MASKED = {"lm_heads_zh", "lm_dk_zh"}  # the experiments on the masked LM: bits per masked character
-
-
-def plateau_gain(run_dir):
-    rows = list(csv.DictReader(open(run_dir / "metrics.csv", newline="")))
-    rows = [r for r in rows if r["eval_loss"] not in ("", "nan")]
-    if len(rows) < 4:
-        return math.nan
-    last = rows[-1]
-    steps = int(float(last["step"]))
-    earlier = min(rows, key=lambda r: abs(int(float(r["step"])) - 0.75 * steps))
-    return (float(earlier["eval_loss"]) - float(last["eval_loss"])) / float(earlier["eval_loss"])
 
 
 def bits(row):
@@ -74,15 +65,15 @@ def main():
     cpus = sorted({r.get("cpu", "") for r in rows} - {""})
     print(f"{len(rows)} runs; CPU: {', '.join(cpus) or 'unknown'}; every number on the test split, at the last step.\n")
     size = "d_k = d_v" if heads else "h, d_v"
-    print(f"| {sym} | {size} | lr | test {unit}, mean [t 95%] | n | runs on their plateau (< 2% gain in the last quarter) |")
+    print(f"| {sym} | {size} | lr | test {unit}, mean [t 95%] | n | runs on their plateau (plateau.py) |")
     print("|---|---|---|---|---|---|")
     means = {}
     for h in hs:
         v = [bits(r) for r in by_h[h]]
         means[h] = sum(v) / len(v)
-        gains = [plateau_gain(run_dirs[(r["run"], r[key])]) for r in by_h[h] if (r["run"], r[key]) in run_dirs]
-        flat = sum(g < PLATEAU for g in gains if not math.isnan(g))
-        print(f"| {h} | {64 // h if heads else '4, 16'} | {by_h[h][0]['lr']} | {fmt(stats.t_interval(v))} | {len(v)} | {flat}/{len(gains)} |")
+        verdicts = [plateau.check(run_dirs[(r["run"], r[key])])["verdict"] for r in by_h[h] if (r["run"], r[key]) in run_dirs]
+        flat = sum(x == "plateau" for x in verdicts)
+        print(f"| {h} | {64 // h if heads else '4, 16'} | {by_h[h][0]['lr']} | {fmt(stats.t_interval(v))} | {len(v)} | {flat}/{len(verdicts)} |")
     best = min(means, key=means.get)
     print(f"\nBest mean: {sym} = {best}. Tests stated before the runs (experiments/{name}/README.md):\n")
     # T1: each h against the best one, Holm-corrected permutation tests on the difference of means.

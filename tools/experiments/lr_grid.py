@@ -7,10 +7,13 @@ For every experiment that chose an lr per setting from its committed per-run CSV
 made again exactly as its report makes it (select.py: the same setting keys, metric and direction,
 the mean over the seeds every lr ran) and classed: *interior* (a grid value on each side),
 *lowest* or *highest* (at an edge of the grid: a better lr may lie beyond it), or *one lr* (no
-choice). The experiments with a pilot on tuning seeds (roles, lm_heads, lm_dk, scale_dv, lm_heads_zh,
-lm_dk_zh) are read from their lr files, which roles.py select wrote after any extension of the
-grid. Prints one markdown table, a row per experiment: its grid and how many settings chose each
-position. An experiment whose files are not there yet is listed as "not run yet".
+choice). The experiments with a pilot on tuning seeds (roles, roles_v2, lm_heads, lm_dk, scale_dv,
+lm_heads_zh, lm_dk_zh) are chosen again from their committed pilot CSVs (every run of the pilot and
+of its extensions: the lowest mean final validation loss over the tuning seeds, as roles.py select
+chooses) and the choice is checked against the lr file the runs used; where no pilot CSV was
+committed, the lr file's word is shown and marked as not checkable. Prints one markdown table, a
+row per experiment: its grid and how many settings chose each position. An experiment whose files
+are not there yet is listed as "not run yet".
 """
 import argparse
 import csv
@@ -32,15 +35,21 @@ CHOSEN_ON_REPORTED_SEEDS = [
     ("cross_self", ["decoder.csv", "cross.csv", "encoder.csv"], ["arm"], "val_token_acc", "max"),
     ("mqar_sizes", ["runs.csv"], ["task.length", "task.pairs", "model.d_model"], "val_token_acc", "max"),
 ]
-# Experiments with a pilot on tuning seeds: their lr files (lines "SETTING LR interior|EDGE NEXT").
+# Experiments with a pilot on tuning seeds: (name, [(pilot CSV, lr file)], setting key). The pilot
+# CSVs hold every pilot run (results.csv rows: the setting key, optimizer.lr, seed, final_loss).
 PILOTED = [
-    ("roles", ["lr.txt"]),
-    ("lm_heads", ["lr.txt"]),
-    ("lm_dk", ["lr.txt"]),
-    ("scale_dv", ["lr_scaled.txt", "lr_unscaled.txt"]),
-    ("lm_heads_zh", ["lr.txt"]),
-    ("lm_dk_zh", ["lr.txt"]),
-]
+    ("roles", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("roles_v2/width_L2", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("roles_v2/headsize_L2", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("roles_v2/width_L4", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("roles_v2/headsize_L4", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("lm_heads", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("lm_dk", [("pilot.csv", "lr.txt")], "model.head_dim"),
+    ("scale_dv", [("pilot_scaled.csv", "lr_scaled.txt"), ("pilot_unscaled.csv", "lr_unscaled.txt")], "model.head_dim"),
+    ("lm_heads_zh", [("pilot.csv", "lr.txt")], "model.heads"),
+    ("lm_dk_zh", [("pilot.csv", "lr.txt")], "model.head_dim"),
+] + [(f"scale_init/{arm}_dk{dk}", [("pilot.csv", "lr.txt")], "model.head_dim")
+     for arm in ("scaled", "unscaled") for dk in (16, 64, 256, 1024)]
 ONE_LR = ["retrieval", "grokking", "scale_exact", "induction_ablation"]
 
 
@@ -97,24 +106,55 @@ def reported_rows(root):
     return rows
 
 
+def lr_file(path):
+    """{setting: (lr, word)} of an lr file (lines "SETTING LR interior|EDGE NEXT")."""
+    out = {}
+    for line in path.read_text().split("\n"):
+        if line.strip():
+            setting, lr, where = line.split()[:3]
+            out[setting] = (float(lr), where)
+    return out
+
+
 def piloted_rows(root):
     rows = []
-    for name, files in PILOTED:
-        paths = [root / "experiments" / name / f for f in files]
-        if not all(p.exists() for p in paths):
-            rows.append((name, ", ".join(files), "not run yet", ""))
+    for name, files, key in PILOTED:
+        d = root / "experiments" / name
+        lrs = [d / f for _, f in files]
+        pilots = [d / p for p, _ in files]
+        if not all(p.exists() for p in lrs):
+            rows.append((name, ", ".join(f for _, f in files), "not run yet", ""))
             continue
-        positions, lrs = [], set()
-        for p in paths:
-            for line in p.read_text().split("\n"):
-                if not line.strip():
-                    continue
-                setting, lr, where = line.split()[:3]
-                lrs.add(float(lr))
-                positions.append("interior" if where == "interior" else "edge")
-        chosen = "chosen: " + ", ".join(g(x) for x in sorted(lrs))
-        rows.append((name, ", ".join(files) + " (a pilot on tuning seeds; an edge extends the grid)", chosen,
-                     summary(positions).replace(" edge", " at an edge after two extensions")))
+        if not all(p.exists() for p in pilots):
+            # No pilot committed: the lr files' word, which nothing here can check.
+            positions, chosen = [], set()
+            for p in lrs:
+                for lr, where in lr_file(p).values():
+                    chosen.add(lr)
+                    positions.append("interior" if where == "interior" else "edge")
+            rows.append((name, ", ".join(f for _, f in files) + " (no pilot CSV committed: the file's word, not checkable)",
+                         "chosen: " + ", ".join(g(x) for x in sorted(chosen)),
+                         summary(positions).replace(" edge", " at an edge") + " (as the lr file says)"))
+            continue
+        positions, grids, disagree = [], set(), []
+        for (pilot, lrs_name), path in zip(files, pilots):
+            with open(path, newline="") as f:
+                runs = [r for r in csv.DictReader(f) if r.get("status") in ("steps", "target", "diverged")]
+            for r in runs:
+                r["lr"] = r["optimizer.lr"]
+            choices, _ = lrsel.select_lr(runs, [key], metric="final_loss", direction="min")
+            used = lr_file(d / lrs_name)
+            for setting in sorted(choices, key=numeric_first):
+                c = choices[setting]
+                grid = sorted(float(x.lr) for x in c.candidates)
+                grids.add(tuple(grid))
+                positions.append(position(float(c.lr), grid))
+                if setting[0] not in used or abs(used[setting[0]][0] / float(c.lr) - 1) > 1e-9:
+                    disagree.append(f"{key} {setting[0]}")
+        grid_text = "; ".join("{" + ", ".join(g(x) for x in grid) + "}" for grid in sorted(grids))
+        note = f"; the lr file disagrees for {', '.join(disagree)}" if disagree else "; the lr files agree"
+        rows.append((name, ", ".join(p for p, _ in files) + " (final validation loss, min, over the tuning seeds)",
+                     grid_text, summary(positions) + note))
     return rows
 
 

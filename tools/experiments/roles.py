@@ -130,7 +130,7 @@ def analyse_run(a, row):
         sim_rows = read_csv(sim)
         baseline = next(r for r in head_rows if r["layer"] == "baseline")
         head_rows = [r for r in head_rows if r["layer"] != "baseline"]
-        for relation in [k for k in baseline if "->" in k]:
+        for relation in [k for k in baseline if "->" in k and "@" not in k]:  # the every-token scores (v1)
             scored = [(float(r[relation]), f"{r['layer_index']}.{r['head']}", r["label"]) for r in head_rows if r[relation] != ""]
             if not scored:
                 continue

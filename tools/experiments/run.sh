@@ -5,8 +5,10 @@
 #   tools/experiments/run.sh [--quick] [--jobs N] [--qkv PATH] [--report-only] [NAME...]
 #
 # NAME: induction, induction_ablation, dk_width, scale, scale_exact, heads, dropout, cross_self, mqar_sizes, retrieval, grokking, roles, lm_heads,
-#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh (default: all of them).
+#   lm_dk, scale_dv, lm_heads_zh, lm_dk_zh, roles_v2, scale_init (default: all of them).
 #   tools/experiments/run.sh --status [NAME...]   what is done and what is left, with an estimate
+# --analysis-qkv PATH: the qkv binary the analyses run (roles_v2: its head scores; default build/qkv),
+#   where training runs --qkv (an experiment's frozen binary: one code version for every run).
 # Full: the committed results, experiments/NAME/ (runs.csv and the other per-run CSVs, results.md
 #   with the tables, the PNGs); sweeps in runs/exp/NAME. The ones without a pilot: about 12 hours
 #   on 2 cores, an estimate from the timed runs (minutes: induction 20, dk_width 20, scale 100, heads
@@ -29,23 +31,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-quick=0 jobs=2 qkv=build/qkv report_only=0 status=0 names=()
+quick=0 jobs=2 qkv=build/qkv analysis_qkv=build/qkv report_only=0 status=0 names=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
     --jobs) jobs="$2"; shift ;;
     --qkv) qkv="$2"; shift ;;
+    --analysis-qkv) analysis_qkv="$2"; shift ;;
     --report-only) report_only=1 ;;
     --status) status=1 ;;
     -h|--help) sed -n '2,/^set /{/^#/p}' "$0"; exit 0 ;;
-    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh) names+=("$1") ;;
+    induction|induction_ablation|dk_width|scale|scale_exact|heads|dropout|cross_self|mqar_sizes|retrieval|grokking|roles|lm_heads|lm_dk|scale_dv|lm_heads_zh|lm_dk_zh|roles_v2|scale_init) names+=("$1") ;;
     *) echo "run.sh: unknown option or experiment '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh)
+[ ${#names[@]} -gt 0 ] || names=(induction induction_ablation dk_width scale scale_exact heads dropout cross_self mqar_sizes retrieval grokking roles lm_heads lm_dk scale_dv lm_heads_zh lm_dk_zh roles_v2 scale_init)
 if [ -x "$qkv" ]; then qkv=$(realpath "$qkv")
 elif [ $report_only = 0 ]; then echo "run.sh: $qkv not found; build first (make build) or pass --qkv" >&2; exit 2; fi
+[ -x "$analysis_qkv" ] && analysis_qkv=$(realpath "$analysis_qkv")
 py=/usr/bin/python3
 S=tools/experiments
 runs=runs/exp
@@ -208,6 +212,7 @@ scale_dv() {
   for arm in scaled unscaled; do
     mapfile -t dirs < <(pilot_then_main scale_dv/$arm 100 20 model.head_dim dk)
     chosen_lrs scale_dv/$arm model.head_dim "$o/lr_$arm.txt"
+    pilot_csv scale_dv/$arm "$o/pilot_$arm.csv"
     if [ ${#dirs[@]} -gt 0 ]; then
       score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
     elif [ -f "$o/$arm.csv" ]; then
@@ -239,6 +244,53 @@ scale_dv() {
         --metric 'test_token_acc:success>=0.99' --metric 'test_token_acc:success>=0.95' \
         --xlabel "d_k, d_v = 64 fixed (log scale)" --out "$o/solved.png" \
         --title "Recall solved against d_k with d_v fixed, per arm (lr chosen per arm and d_k on tuning seeds)"
+  } > "$o/results.md"
+}
+
+# The 1/sqrt(d_k) scale with its premise met (experiments/scale_init/README.md): scale_dv/'s design
+# with W_q, W_k at variance 1/C and 3000 steps; an lr pilot per arm and d_k, scored at the last step.
+scale_init() {
+  local o; o=$(out_dir scale_init); mkdir -p "$o"
+  local arm dk sub part dirs R=($py $S/report.py)
+  for arm in scaled unscaled; do
+    dirs=()
+    for dk in 16 64 256 1024; do
+      sub=scale_init/${arm}_dk$dk
+      mkdir -p "$o/${arm}_dk$dk"
+      mapfile -t part < <(pilot_then_main $sub 100 20 model.head_dim dk)
+      chosen_lrs $sub model.head_dim "$o/${arm}_dk$dk/lr.txt"
+      pilot_csv $sub "$o/${arm}_dk$dk/pilot.csv"
+      dirs+=("${part[@]}")
+    done
+    if [ ${#dirs[@]} -gt 0 ]; then
+      score "$o/$arm.csv" "${dirs[@]}" -- --label arm=$arm --columns model.head_dim --checkpoint last.h5
+    elif [ ! -f "$o/$arm.csv" ]; then
+      echo "run.sh: neither sweeps of scale_init/$arm nor $o/$arm.csv: nothing to report" >&2; return 0
+    fi
+  done
+  local arms=("$o/scaled.csv" "$o/unscaled.csv")
+  {
+    "${R[@]}" table "${arms[@]}" --group arm,model.head_dim --metric 'test_token_acc:success>=0.99' --compare arm=scaled \
+        --title "T1: scaled against unscaled at each d_k, W_q and W_k at variance 1/C, d_v = 64: recall, one head, 3000 steps, last checkpoint, test split; the stated family of 4 Fisher tests"
+    echo
+    "${R[@]}" table "${arms[@]}" --group arm,model.head_dim --metric 'test_token_acc:success>=0.95' \
+        --metric test_token_acc:median --metric attn_qk_var:median --metric attn_entropy:median \
+        --title "The same runs: solved at test >= 0.95, test token accuracy, Var(q . k) and attention entropy at the end (not tested)"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=unscaled --x model.head_dim --metric test_token_acc \
+        --alternative less --stated before --title "T2: the unscaled model's test token accuracy falls as d_k grows"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=scaled --x model.head_dim --metric test_token_acc \
+        --alternative two-sided --stated before --title "T3: the scaled model's test token accuracy against d_k"
+    echo
+    "${R[@]}" trend "${arms[@]}" --where arm=unscaled --x model.head_dim --metric attn_qk_var \
+        --alternative greater --stated before --title "T4: Var(q . k) at the end of training grows with d_k, unscaled"
+    echo
+    "${R[@]}" plot-rate "${arms[@]}" --x model.head_dim --series arm --logx \
+        --label arm=scaled:"scaled (1/sqrt(d_k))" --label arm=unscaled:"unscaled" \
+        --metric 'test_token_acc:success>=0.99' --metric 'test_token_acc:success>=0.95' \
+        --xlabel "d_k, d_v = 64, W_q and W_k at variance 1/C (log scale)" --out "$o/solved.png" \
+        --title "Recall solved against d_k with the footnote's premise met, per arm (lr chosen per arm and d_k on tuning seeds)"
   } > "$o/results.md"
 }
 
@@ -413,6 +465,19 @@ chosen_lrs() {
   $py $S/roles.py select --key $key $(pilot_dirs $name) > "$out.new"
   mv "$out.new" "$out"
 }
+# pilot_csv NAME OUT: every run of NAME's pilot and its extensions (their results.csv rows, with the
+# commit of the training binary and the CPU: provenance.py) into OUT, the pilot CSV committed beside
+# the lr file (lr_grid.py chooses again from it); without the pilot's sweeps (--report-only on a
+# checkout) the committed OUT is kept.
+pilot_csv() {
+  local name=$1 out=$2 first=1 d
+  [ -d "$runs/$name/pilot" ] || return 0
+  for d in $(pilot_dirs $name); do
+    [ -f "$d/results.csv" ] || continue
+    if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
+  done | $py $S/provenance.py annotate --qkv "$qkv" > "$out.new"
+  mv "$out.new" "$out"
+}
 # has_sweeps NAME DIR...: whether there are sweeps to report from; without them (--report-only on a
 # checkout) NAME's results.md is kept, and a message says so.
 has_sweeps() {
@@ -493,12 +558,29 @@ roles() {
   local dirs; mapfile -t dirs < <(pilot_then_main roles 200 20)
   chosen_lrs roles model.heads "$o/lr.txt"
   has_sweeps roles "${dirs[@]}" || return 0
-  local first=1 d
-  for d in $(pilot_dirs roles); do  # the pilot's runs, its extensions included
-    if [ $first = 1 ]; then cat "$d/results.csv"; first=0; else tail -n +2 "$d/results.csv"; fi
-  done > "$o/pilot.csv"
+  pilot_csv roles "$o/pilot.csv"
   $py $S/roles.py analyse "${dirs[@]}" --out "$o" --qkv "$qkv" --jobs "$jobs"
   $py $S/roles.py report "$o" --plot > "$o/results.md"
+}
+
+# Roles v2 (experiments/roles_v2/README.md): four pilots and their reported runs (fixed width and
+# fixed head size, 2 and 4 layers; the 2-layer half first), then every head's scores at the masked
+# positions, mean ablations over mask draws and the tests (roles_v2.py, with --analysis-qkv).
+roles_v2() {
+  local o; o=$(out_dir roles_v2); mkdir -p "$o"
+  local sub part dirs=() pilots=()
+  for sub in width_L2 headsize_L2 width_L4 headsize_L4; do
+    mkdir -p "$o/$sub"
+    mapfile -t part < <(pilot_then_main roles_v2/$sub 200 20)
+    chosen_lrs roles_v2/$sub model.heads "$o/$sub/lr.txt"
+    pilot_csv roles_v2/$sub "$o/$sub/pilot.csv"
+    dirs+=("${part[@]}")
+    [ -d "$runs/roles_v2/$sub/pilot" ] && pilots+=($(pilot_dirs roles_v2/$sub))
+  done
+  has_sweeps roles_v2 "${dirs[@]}" || return 0
+  $py $S/plateau.py curves "${pilots[@]}" "${dirs[@]}" --out "$o/curves.csv.gz"
+  $py $S/roles_v2.py analyse "${dirs[@]}" --out "$o" --qkv "$analysis_qkv" --train-qkv "$qkv" --jobs "$jobs"
+  $py $S/roles_v2.py report "$o" > "$o/results.md"
 }
 
 # lm_experiment NAME KEY PREFIX [LM_HEADS_OPTION...]: an lr pilot then the main sweeps of a language
@@ -508,6 +590,7 @@ lm_experiment() {
   local o; o=$(out_dir $name); mkdir -p "$o"
   local dirs; mapfile -t dirs < <(pilot_then_main $name 200 20 $key $pre)
   chosen_lrs $name $key "$o/lr.txt"
+  pilot_csv $name "$o/pilot.csv"
   has_sweeps $name "${dirs[@]}" || return 0
   $py $S/score.py "${dirs[@]}" --checkpoint last.h5 --columns $key --out "$o/runs.csv" --jobs "$jobs" --qkv "$qkv"
   $py $S/lm_heads.py "$o/runs.csv" "${dirs[@]}" --out "$o" --key $key "$@" > "$o/results.md"

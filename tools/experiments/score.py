@@ -24,7 +24,8 @@ stopping):
 `--label arm=compensated` adds a column, `--columns model.heads,model.value_dim` one per config key
 (read from each run's resolved config.yaml), right after `run`, so report.py takes them for grid
 keys: sweeps whose settings live in `set:` rather than `grid:` can then be pooled with others.
-Every row also gets lr (the run's optimizer.lr), cpu, isa and blas (the kernel `qkv info` names).
+Every row also gets lr (the run's optimizer.lr), commit (the binary's: its name qkv-HASH, else the
+repository's HEAD), cpu (vendor, family and model, as `qkv info` names them), isa and blas.
 `--keep OLD.csv` adds OLD.csv's rows for the settings and seeds not scored now (runs scored in an
 earlier session, whose sweep directories are gone), before the new rows; a run scored now replaces
 its old row.
@@ -41,7 +42,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import machine  # noqa: E402
+from experiments import provenance  # noqa: E402
 
 FINISHED = ("steps", "target", "diverged")
 EVAL_ROWS = {"loss (nats/token)": "loss", "token accuracy": "token_acc", "sequence accuracy": "seq_acc",
@@ -199,9 +200,7 @@ def main():
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         scored = list(pool.map(lambda w: score(a, *w), work))
 
-    cpu, flags = machine.cpu_info()
-    blas = re.search(r"kernel (\S+)", run_qkv(a.qkv, "info", threads=False))
-    hw = {"cpu": cpu, "isa": machine.isa(flags), "blas": blas.group(1) if blas else "unknown"}
+    hw = {"commit": provenance.binary_commit(a.qkv), **provenance.machine_columns(a.qkv)}
     fields = []
     for row, _ in scored:
         fields += [k for k in row if k not in fields]
