@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -292,9 +293,13 @@ int main(int argc, char** argv) {
     status = qkv::app::view(vw);
   });
 
-  // The two-run instruments share their inputs, position and tokens.
-  auto two_runs = [&](const char* name, const char* what, qkv::app::PatchArgs& a) {
+  // The two-run instruments share their inputs, position and tokens; `run` is the command.
+  auto two_runs = [&](const char* name, const char* what, qkv::app::PatchArgs& a, std::function<int()> run) {
     auto* cmd = instrument(name, what, a.checkpoint, a.threads);
+    cmd->callback([&a, &status, cmd, run] {
+      a.has_position = cmd->count("--position") > 0;
+      status = run();
+    });
     cmd->add_option("--clean", a.clean, "The clean input text (token ids with --ids)")->required();
     cmd->add_option("--corrupt", a.corrupt, "The corrupted input, as long as the clean one")->required();
     cmd->add_flag("--ids", a.ids, "--clean, --corrupt, --answer and --wrong are token ids (synthetic tasks)");
@@ -309,35 +314,25 @@ int main(int argc, char** argv) {
   };
   qkv::app::PatchArgs pa;
   auto* patch = two_runs("patch", "Activation patching: the share of the answer each head's output carries from a clean "
-                                  "input into a corrupted one", pa);
+                                  "input into a corrupted one", pa, [&] { return qkv::app::patch(pa); });
   patch->add_option("--point", pa.point, "The hook point patched per head: hook_z (default), hook_q, hook_k, hook_v, hook_pattern");
-  patch->callback([&] {
-    pa.has_position = patch->count("--position") > 0;
-    status = qkv::app::patch(pa);
-  });
 
   qkv::app::AttributeArgs at;
   auto* attribute = two_runs("attribute", "Attribution patching, EAP and EAP-IG: activation patching estimated from "
-                                          "gradients, per head and position and per edge", at);
+                                          "gradients, per head and position and per edge", at,
+                             [&] { return qkv::app::attribute(at); });
   attribute->add_option("--method", at.method, "attribution, eap or eap-ig (default)");
   attribute->add_option("--steps", at.steps, "EAP-IG's interpolation steps (default 5)")->check(whole_number(1, 1000));
   attribute->add_flag("--noise", at.noise, "The noising direction: gradients at the clean run (default: denoising)");
   attribute->add_option("--edges", at.edges, "Edges printed, the largest first (default 12)")->check(whole_number(0));
-  attribute->callback([&] {
-    at.has_position = attribute->count("--position") > 0;
-    status = qkv::app::attribute(at);
-  });
 
   qkv::app::PathArgs pt;
   auto* path = two_runs("path", "Path patching: the share of the answer one head carries through each receiver "
-                                "(a later head's query, key or value input, or the logits)", pt);
+                                "(a later head's query, key or value input, or the logits)", pt,
+                        [&] { return qkv::app::path(pt); });
   path->add_option("--sender", pt.sender, "The sending head, LAYER.HEAD")->required();
   path->add_option("--receivers", pt.receivers, "Receivers L.H<q|k|v> (or L.H.q), logits; default: every later head's "
                                                 "three inputs and the logits")->delimiter(',');
-  path->callback([&] {
-    pt.has_position = path->count("--position") > 0;
-    status = qkv::app::path(pt);
-  });
 
   qkv::app::LensArgs ln;
   auto* lens = instrument("lens", "The logit lens (the residual stream after each block, read by the output layer) and "

@@ -3,8 +3,8 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "arrays.hpp"
