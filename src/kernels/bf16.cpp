@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -238,14 +239,23 @@ Matmul make_matmul(const Key& k) {
 }
 
 // The calling thread's primitives, stream and scratchpad. Made on first use of a shape and kept
-// (never destroyed: OpenMP's threads live as long as the process).
+// (never destroyed: OpenMP's threads live as long as the process). Every thread's state is also
+// listed in one global array, so that it stays reachable from a global root: LeakSanitizer does
+// not scan the dynamic TLS of a shared library, and would report the primitives as leaked.
 struct ThreadState {
   std::unordered_map<Key, Matmul, KeyHash> matmuls;
   dnnl_stream_t stream = nullptr;
   std::vector<char> scratch;
 };
+ThreadState* new_thread_state() {
+  static std::mutex m;
+  static std::vector<ThreadState*>* all = new std::vector<ThreadState*>;
+  const std::lock_guard<std::mutex> lock(m);
+  all->push_back(new ThreadState);
+  return all->back();
+}
 ThreadState& thread_state() {
-  thread_local ThreadState* s = new ThreadState;
+  thread_local ThreadState* s = new_thread_state();
   return *s;
 }
 
@@ -280,9 +290,9 @@ void onednn_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, 
 
 // Without oneDNN: the bf16 values widened to float (exact), then sgemm. The same operands, so the
 // same products up to the order of the additions; a reference, never fast.
-void widened_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha, const bf16* A,
-                  std::size_t lda, const bf16* B, std::size_t ldb, float beta, float* C, std::size_t ldc,
-                  const float* bias) {
+[[maybe_unused]] void widened_bf16(bool ta, bool tb, std::size_t M, std::size_t N, std::size_t K, float alpha,
+                                   const bf16* A, std::size_t lda, const bf16* B, std::size_t ldb, float beta,
+                                   float* C, std::size_t ldc, const float* bias) {
   auto widen = [](const bf16* src, std::size_t rows, std::size_t cols, std::size_t ld, float* dst) {
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t c = 0; c < cols; ++c) dst[r * cols + c] = from_bf16(src[r * ld + c]);
@@ -368,7 +378,11 @@ const Bf16Support& bf16_support() {
     const dnnl_version_t* v = dnnl_version();
     s.library = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     try {
-      s.kernel = make_matmul(Key{false, false, false, 64, 64, 64, 64, 64, 64, 1.f, 0.f}).kernel;
+      Matmul probe = make_matmul(Key{false, false, false, 64, 64, 64, 64, 64, 64, 1.f, 0.f});
+      s.kernel = probe.kernel;
+      dnnl_primitive_destroy(probe.primitive);
+      for (dnnl_memory_t m : {probe.a, probe.b, probe.c, probe.bias, probe.scratch})
+        if (m) dnnl_memory_destroy(m);
     } catch (const std::exception& e) {
       s.reason = std::string("oneDNN made no bf16 matmul here (") + e.what() + ")";
       return s;
