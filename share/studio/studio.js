@@ -110,6 +110,7 @@ const WORDS = {
     s4_cross: 'Cross-attention: the queries come from the target, the keys from the source; no key is masked.',
     s5: 'The softmax', s5_text: 'w_j = exp(a_j − max a) / Σ_k exp(a_k − max a): positive weights that add up to 1 (Σ exp = {sum}).',
     s6: 'The weighted sum of the values', s6_text: 'z = Σ_j w_j v_j: each value vector v_j scaled by its weight, then added up ({dv} numbers).',
+    s7: "In the program's words", s7_text: 'A compiled model: this head computes a line of its program, and q and k hold the values it compares.',
     z_label: 'z, the head’s output for this query',
     check: 'Check: these weights match the ones the layer computed to {a}, the output to {b} (the layer computes in float32; these numbers were recomputed in double).',
     check_removed: 'This head is removed: the layer passes on {what} instead of this z.',
@@ -212,6 +213,7 @@ const WORDS = {
     s4_cross: '交叉注意力：查询来自目标序列，键来自源序列；没有键被遮住。',
     s5: 'softmax', s5_text: 'w_j = exp(a_j − max a) / Σ_k exp(a_k − max a)：权重都是正的，加起来等于 1（Σ exp = {sum}）。',
     s6: '对值向量加权求和', s6_text: 'z = Σ_j w_j v_j：每个值向量 v_j 乘上自己的权重，再加起来（一共 {dv} 个数）。',
+    s7: '用程序的话说', s7_text: '编译出的模型：这个头计算程序里的一行，q 和 k 装着它要比较的值。',
     z_label: 'z：这个头对这个查询的输出',
     check: '核对：这里的权重和这一层自己算的相差不到 {a}，输出相差不到 {b}（这一层用 float32 算，这里的数字用 double 重算）。',
     check_removed: '这个头已经被去掉了：这一层往后传的是{what}，不是这里的 z。',
@@ -1235,6 +1237,10 @@ function renderSteps() {
     removed ? t('check_removed', { what: t(S.mode === 'mean' ? 'what_mean' : 'what_zero') })
       : t('check', { a: E.weight_error.toExponential(1), b: E.output_error.toExponential(1) }));
   s6.appendChild(chk);
+  if (E.program_words && E.program_words.length) {
+    const s7 = step(7, t('s7'), t('s7_text'));
+    for (const line of E.program_words) s7.appendChild(el('div', 'formula program-words', line));
+  }
   drawLater(later, token);
 }
 

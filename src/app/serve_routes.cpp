@@ -27,15 +27,18 @@ using json::Value;
 
 // The sentences a learner sees first, with the query the textbooks ask about: "追" (chase) in
 // 猫喜欢追逐老鼠 looks for who chases and what. The first one the model can read is suggested.
+// A compiled program reads them too when they are made of its tokens (programs/who_what_zh.rasp:
+// a token per word); the query is then the token that starts with the verb.
 struct Suggestion {
   const char* text;
   std::size_t query;  // 追, chase, 吃, eat
   data::TokenizerKind tokenizer;
+  const char* verb;
 };
-const Suggestion kSuggestions[] = {{"猫喜欢追逐老鼠", 3, data::TokenizerKind::Char},
-                                   {"我爱吃苹果", 2, data::TokenizerKind::Char},
-                                   {"the cat likes to chase mice .", 4, data::TokenizerKind::Word},
-                                   {"i love to eat apples .", 3, data::TokenizerKind::Word}};
+const Suggestion kSuggestions[] = {{"猫喜欢追逐老鼠", 3, data::TokenizerKind::Char, "追"},
+                                   {"我爱吃苹果", 2, data::TokenizerKind::Char, "吃"},
+                                   {"the cat likes to chase mice .", 4, data::TokenizerKind::Word, "chase"},
+                                   {"i love to eat apples .", 3, data::TokenizerKind::Word, "eat"}};
 
 // A first pair to patch, with the answer of each: the verb hidden and its object changed (吃 goes
 // with 苹果, 喝 with 牛奶: which heads carry the object to the verb?); for decoders the next
@@ -256,6 +259,19 @@ void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel&
       w.member("text", sg.text).member("query", sg.query);
       found = true;
       break;
+    }
+  if (!found && l.compiled)
+    for (const Suggestion& sg : kSuggestions) {
+      if (found || !readable(l, sg.text)) continue;
+      model::InputRequest r;
+      r.text = sg.text;
+      r.plain_text = true;
+      const data::Batch row = model::input_row(l, r).row;
+      for (std::size_t t = 0; t < row.inputs.size() && !found; ++t)
+        if (task.token_label(row.inputs.data()[t]).rfind(sg.verb, 0) == 0) {
+          w.member("text", sg.text).member("query", t);
+          found = true;
+        }
     }
   if (!found && with_data && l.data->eval_set().size() > 0) w.member("example", std::size_t(0)).member("query", std::size_t(0));
   w.close('}');

@@ -48,9 +48,12 @@ class ProgramTask final : public RowTask {
     if (id >= 0 && std::size_t(id) < l_.tokens) return p_->vocab[std::size_t(id)].label();
     return std::to_string(id);
   }
-  // The tokens of the text, after BOS: words separated by spaces, or else one per character.
+  // The tokens of the text, after BOS: words separated by spaces, or else the longest token of
+  // the vocabulary at each place (one per character when every token is one character).
   Batch text_row(const std::string& text, const std::string& what, const std::string&) const override {
     std::vector<std::string> words;
+    std::vector<std::string> labels;
+    for (auto& v : p_->vocab) labels.push_back(v.label());
     if (text.find_first_of(" \t") != std::string::npos) {
       std::string w;
       for (char ch : text + " ")
@@ -61,15 +64,22 @@ class ProgramTask final : public RowTask {
           w += ch;
         }
     } else {
-      for (char32_t c : decode_utf8(text, what)) words.push_back(encode_utf8(std::u32string(1, c)));
+      const std::u32string chars = decode_utf8(text, what);
+      for (std::size_t at = 0; at < chars.size();) {
+        std::size_t best = 1;  // an unknown character is a token of its own, and named below
+        for (auto& l : labels) {
+          const std::u32string t = decode_utf8(l, what);
+          if (t.size() > best && chars.compare(at, t.size(), t) == 0) best = t.size();
+        }
+        words.push_back(encode_utf8(chars.substr(at, best)));
+        at += best;
+      }
     }
     if (words.empty()) throw ValueError(what + ": empty; give at least one token");
     if (words.size() > p_->max_len)
       throw ValueError(what + ": " + std::to_string(words.size()) + " tokens, more than the program's max_len " +
                        std::to_string(p_->max_len));
     std::vector<std::size_t> ids;
-    std::vector<std::string> labels;
-    for (auto& v : p_->vocab) labels.push_back(v.label());
     for (auto& w : words) {
       const auto it = std::find(labels.begin(), labels.end(), w);
       if (it == labels.end())

@@ -187,6 +187,10 @@ std::string format_explanation(const QueryExplanation& e, std::size_t dims) {
                   e.keys[j].weight, norm(e.v[j]), contrib[r].first);
     out << b;
   }
+  if (!e.program_words.empty()) {
+    out << "\n\nin the program's words:";
+    for (auto& line : e.program_words) out << "\n  " << line;
+  }
   std::snprintf(b, sizeof b,
                 "\n\ncheck: these weights match the layer's to %.1e, the output to %.1e (float32 model, recomputed in double)\n",
                 e.weight_error, e.output_error);
@@ -210,7 +214,7 @@ std::string explanation_json(const QueryExplanation& e) {
   }
   out << "],\"output\":" << json_array(e.output) << ",\"model_output\":" << json_array(e.model_output)
       << ",\"weight_error\":" << json_number(e.weight_error) << ",\"output_error\":" << json_number(e.output_error)
-      << "}\n";
+      << ",\"program_words\":" << json_array(e.program_words) << "}\n";
   return out.str();
 }
 
@@ -252,11 +256,93 @@ std::string explanations_json(const std::vector<QueryExplanation>& heads) {
   return out + "]\n";
 }
 
+namespace {
+
+// The comment the program writes on the line of `sop`'s definition ("" without one).
+std::string sop_note(const model::CompiledInfo& info, const std::string& sop) {
+  for (auto& op : info.ops)
+    if (op.sop == sop) {
+      std::istringstream lines(info.program);
+      std::string line;
+      for (std::size_t n = 1; std::getline(lines, line); ++n)
+        if (n == op.line) {
+          const auto hash = line.find('#');
+          if (hash == std::string::npos) return "";
+          return line.substr(hash);
+        }
+    }
+  return "";
+}
+
+// "sop = value" at position t of the residual `x` (1, T, C).
+std::string sop_value(const Array<float>& x, const std::vector<std::string>& labels, const std::string& sop,
+                      std::size_t t) {
+  const std::string v = model::sop_value(x.data() + t * x.shape()[2], labels, sop);
+  return sop + " = " + (v.empty() ? "None" : v);
+}
+
+// QueryExplanation::program_words of head `e` of a compiled model on `row`.
+void describe_compiled(QueryExplanation& e, const model::CompiledInfo& info, model::TaskModel& model,
+                       const data::Batch& row) {
+  const std::string component = std::to_string(e.layer_index) + "." + std::to_string(e.head);
+  const model::CompiledOp* op = nullptr;
+  for (auto& o : info.ops)
+    if (o.component == component) op = &o;
+  if (!op) {
+    e.program_words.push_back("head " + component + " computes nothing of the program (its weights are zero)");
+    return;
+  }
+  e.program_words.push_back("head " + component + " computes " + op->sop + " (" + op->op + ", line " +
+                            std::to_string(op->line) + ": " + op->expr + ")");
+  const std::string resid = "blocks." + std::to_string(e.layer_index) + ".hook_resid_pre";
+  Array<float> x;
+  {
+    NoGradGuard no_grad;
+    x = nn::run_with_cache(model.module(), [&] { model.logits(row); }, {resid})[resid];
+  }
+  const KeyTerm* heaviest = nullptr;
+  for (auto& t : e.keys)
+    if (!t.masked && (!heaviest || t.weight > heaviest->weight)) heaviest = &t;
+  for (const char* port : {"q", "k"}) {
+    const bool query = std::string(port) == "q";
+    if (!query && !heaviest) continue;
+    const std::size_t at = query ? e.query : heaviest->key;
+    for (auto& edge : info.edges)
+      if (edge.to == component && edge.port == port) {
+        const std::string note = sop_note(info, edge.sop);
+        e.program_words.push_back(std::string(query ? "the query " : "the heaviest key ") + std::to_string(at) + " " +
+                                  shown((query ? e.query_tokens : e.key_tokens)[at]) + " holds " +
+                                  sop_value(x, info.residual, edge.sop, at) + (note.empty() ? "" : "  " + note));
+      }
+  }
+  if (!heaviest || op->qk_dims.size() > e.q.size()) return;  // dimensions past qk_dims are unused (zero)
+  std::vector<std::pair<double, std::size_t>> terms;
+  for (std::size_t d = 0; d < op->qk_dims.size(); ++d) terms.push_back({e.q[d] * e.k[heaviest->key][d], d});
+  std::stable_sort(terms.begin(), terms.end(), [](auto& a, auto& b) { return std::abs(a.first) > std::abs(b.first); });
+  std::string line = "q . k_" + std::to_string(heaviest->key) + " = " + json_number(heaviest->raw) +
+                     " = sum_d q_d k_d; its largest terms:";
+  for (std::size_t r = 0; r < std::min<std::size_t>(3, terms.size()) && terms[r].first != 0; ++r) {
+    const std::size_t d = terms[r].second;
+    char b[160];
+    std::snprintf(b, sizeof b, "%s %s (%.4g x %.4g)", r ? "," : "", op->qk_dims[d].c_str(), e.q[d],
+                  e.k[heaviest->key][d]);
+    line += b;
+  }
+  e.program_words.push_back(line);
+}
+
+}  // namespace
+
 std::vector<QueryExplanation> explain(model::LoadedModel& l, const ExplainRequest& r) {
   if (r.head && !r.layer) field_error("head", "give its {layer} too");
   data::Batch row;
   with_prefix("input.", [&] { row = model::input_row(l, r.input).row; });
-  if (r.layer && r.head) return {explain_query(*l.model, *l.task, row, *r.layer, *r.head, r.query)};
+  auto one = [&](std::size_t layer, std::size_t head) {
+    QueryExplanation e = explain_query(*l.model, *l.task, row, layer, head, r.query);
+    if (l.compiled) describe_compiled(e, *l.compiled, *l.model, row);
+    return e;
+  };
+  if (r.layer && r.head) return {one(*r.layer, *r.head)};
   const auto layers = model::attention_layers(*l.model);
   if (r.layer && *r.layer >= layers.size())
     field_error("layer", "the model has " + std::to_string(layers.size()) + " attention layers (" + range(layers.size()) + ")",
@@ -265,7 +351,7 @@ std::vector<QueryExplanation> explain(model::LoadedModel& l, const ExplainReques
   for (std::size_t layer = 0; layer < layers.size(); ++layer)
     if (!r.layer || layer == *r.layer)
       for (std::size_t head = 0; head < layers[layer].second->num_heads(); ++head)
-        all.push_back(explain_query(*l.model, *l.task, row, layer, head, r.query));
+        all.push_back(one(layer, head));
   return all;
 }
 

@@ -3,6 +3,7 @@
 #include "qkv/model/compiled.hpp"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace qkv::model {
 
@@ -130,6 +131,20 @@ std::optional<CompiledInfo> compiled_info(const io::Checkpoint& c, const std::st
     info.edges.push_back({r[0], r[1], r[2], r[3]});
   }
   return info;
+}
+
+std::string sop_value(const float* x, const std::vector<std::string>& residual, const std::string& sop) {
+  std::string value;
+  float top = 0.5f;
+  for (std::size_t c = 0; c < residual.size(); ++c) {
+    if (residual[c] == sop) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.6g", double(x[c]));
+      return b;
+    }
+    if (residual[c].rfind(sop + ":", 0) == 0 && x[c] > top) top = x[c], value = residual[c].substr(sop.size() + 1);
+  }
+  return value;
 }
 
 }  // namespace qkv::model

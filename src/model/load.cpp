@@ -72,7 +72,7 @@ void check_budget(const std::string& path, const config::Config& cfg, std::size_
 LoadedModel with_data(const LoadedModel& l, std::size_t memory_budget) {
   check_budget(l.path, l.cfg, config::estimate_data_bytes(l.cfg), memory_budget, true);
   LoadedModel d;
-  d.path = l.path, d.cfg = l.cfg, d.model = l.model;
+  d.path = l.path, d.cfg = l.cfg, d.model = l.model, d.compiled = l.compiled;
   d.task = data::make_task(l.cfg.task, l.task->tokenizer());
   d.data = std::make_shared<data::Dataset>(d.task, d.cfg.seed, d.cfg.task.eval_size, d.cfg.task.train_size);
   return d;
@@ -108,6 +108,7 @@ LoadedModel load_model(const io::Checkpoint& c, const std::string& path, const L
   l.model = make_model(l.cfg, *l.task, gen);
   l.model->module().load_state_dict(c.model);
   l.model->module().eval();
+  if (auto info = compiled_info(c, path)) l.compiled = std::make_shared<const CompiledInfo>(std::move(*info));
   return l;
 }
 

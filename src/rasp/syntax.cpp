@@ -179,7 +179,10 @@ Value compare(const std::string& op, const Value& a, const Value& b) {
 }
 
 Value arithmetic(const std::string& op, const Value& a, const Value& b) {
-  if (op == "+" && a.kind == Value::Kind::Symbol && b.kind == Value::Kind::Symbol) return Value::of_symbol(a.symbol + b.symbol);
+  // + joins two symbols, or a symbol and a number written as its label ("w" + 3 is "w3").
+  const bool sa = a.kind == Value::Kind::Symbol, sb = b.kind == Value::Kind::Symbol;
+  if (op == "+" && (sa || sb) && a.kind != Value::Kind::Bool && b.kind != Value::Kind::Bool)
+    return Value::of_symbol((sa ? a.symbol : a.label()) + (sb ? b.symbol : b.label()));
   const double x = number_of(a, op), y = number_of(b, op);
   if (op == "+") return finite(x + y, op);
   if (op == "-") return finite(x - y, op);

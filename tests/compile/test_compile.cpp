@@ -67,6 +67,23 @@ TEST_CASE("compile: every shipped program's model gives its program's output on 
   }
 }
 
+TEST_CASE("compile: who_what_zh, over grammar v2's 191 words, gives its program's output on random inputs") {
+  const rasp::Program p = shipped("who_what_zh");
+  const compile::CompiledModel c = compile::compile_program(p);
+  CHECK(c.config.model.layers == 10);
+  CHECK(c.config.model.attn.num_heads == 3);
+  CHECK(c.config.model.d_model == 920);
+  CHECK(c.config.model.ff.hidden == 1428);
+  CHECK(p.vocab.size() == 191);
+  model::LoadedModel l = reload(c);
+  const compile::CheckResult r = compile::check_model(*l.model, p, kLimit / 50);
+  CHECK_FALSE(r.exhaustive);
+  CHECK(r.inputs == kLimit / 50);
+  CHECK(r.positions > 0);
+  INFO(r.first_error);
+  CHECK(r.correct == r.positions);
+}
+
 TEST_CASE("compile: induction is a previous-token head then an induction head, in an attention-only decoder") {
   const compile::CompiledModel c = compile::compile_program(shipped("induction"));
   CHECK(c.config.model.arch == nn::Arch::Decoder);

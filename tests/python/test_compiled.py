@@ -36,3 +36,11 @@ def test_a_compiled_induction_program_loads_runs_and_describes_itself(cli, workd
     with h5py.File(out, "r") as f:
         residual = f["compiled/residual"][()].decode().splitlines()
     assert residual == circuit["residual"] and len(residual) == m.cfg.d_model
+
+    # The walk in the program's words, as qkv explain gives it: the induction head at the second
+    # a reads, at its query, the token a, and at its heaviest key (b) the previous token a.
+    e = qkv.explain(m, tokens[0], layer=1, head=0, query=3)
+    words = e["program_words"]
+    assert words[0].startswith("head 1.0 computes induction (aggregate, line ")
+    assert any(w.startswith("the query 3 'a' holds tokens = a") for w in words), words
+    assert any(w.startswith("the heaviest key 2 'b' holds prev_token = a") for w in words), words

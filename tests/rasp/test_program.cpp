@@ -90,6 +90,13 @@ TEST_CASE("rasp: expressions follow the usual precedence, with Python's // and %
   CHECK(c.table[1] == rasp::Value::of_number(0.5));
   CHECK(rasp::parse_program("vocab 0..3\nmax_len 1\nm = map(tokens, -7 % 3 + x * 0)\noutput m\n").nodes.back().table[0] ==
         rasp::Value::of_number(2));
+  // + joins a symbol and a number as text; - does not, nor does + with a boolean.
+  CHECK(rasp::parse_program("vocab 0..3\nmax_len 1\nm = map(tokens, \"@\" + x + \"!\")\noutput m\n").nodes.back().table[2]
+            .label() == "@2!");
+  CHECK_THROWS_WITH_AS(rasp::parse_program("vocab 0..3\nmax_len 1\nm = map(tokens, \"@\" - x)\noutput m\n"),
+                       doctest::Contains("'-' needs numbers"), rasp::ProgramError);
+  CHECK_THROWS_WITH_AS(rasp::parse_program("vocab 0..3\nmax_len 1\nm = map(tokens, \"@\" + (x > 1))\noutput m\n"),
+                       doctest::Contains("'+' needs numbers"), rasp::ProgramError);
 }
 
 TEST_CASE("rasp: numerical aggregates list their possible means, and maps of them discretise") {

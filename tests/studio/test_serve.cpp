@@ -12,10 +12,13 @@
 #include "app/serve_api.hpp"
 #include "qkv/io/json.hpp"
 #include "fuzz/serve_target.hpp"
+#include "qkv/compile/compile.hpp"
 #include "qkv/interp/ablation.hpp"
 #include "qkv/interp/explain.hpp"
 #include "qkv/interp/head_scores.hpp"
 #include "qkv/interp/patching.hpp"
+#include "qkv/model/load.hpp"
+#include "qkv/rasp/program.hpp"
 #include "test_util.hpp"
 
 namespace qkv {
@@ -375,6 +378,40 @@ TEST_CASE("studio fuzz regressions: the corpus and saved inputs of fuzz_serve ge
     const std::string bytes((std::istreambuf_iterator<char>(in)), {});
     CHECK_NOTHROW(fuzz::run_serve_input(s, reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size()));
   }
+}
+
+}  // namespace qkv
+
+namespace qkv {
+
+TEST_CASE("studio: a compiled who/what model opens on 猫喜欢追逐老鼠 at 追逐, and the walk says the program's words") {
+  const rasp::Program p = rasp::load_program(std::string(QKV_SOURCE_DIR) + "/programs/who_what_zh.rasp");
+  const compile::CompiledModel c = compile::compile_program(p);
+  std::vector<std::unique_ptr<app::ServedModel>> models;
+  models.push_back(app::serve_model(model::load_model(c.checkpoint, "who_what_zh.h5", {}, false), "compiled"));
+  app::StudioOptions o;
+  o.allowed_hosts = {fuzz::kStudioHost};
+  app::Studio s(std::move(models), o);
+  const Value m = json::parse(get(s, "/api/models").body);
+  const Value& suggestion = *m.find("models")->items.at(0).find("suggestion");
+  CHECK(suggestion.find("text")->text == "猫喜欢追逐老鼠");
+  CHECK(suggestion.find("query")->number == 3);  // BOS 猫 喜欢 追逐
+
+  // The "who" head at 打 of 他打碎了花瓶: the library's explanation, its program words included.
+  model::LoadedModel l = model::load_model(c.checkpoint, "who_what_zh.h5", {}, false);
+  interp::ExplainRequest r;
+  r.input.text = "他打碎了花瓶";
+  r.layer = 9, r.head = 0, r.query = 2;
+  const interp::QueryExplanation e = interp::explain(l, r).at(0);
+  REQUIRE(e.program_words.size() == 4);
+  CHECK(e.program_words[1].find("'打' holds agent = 1") != std::string::npos);
+  CHECK(e.program_words[2].find("'他' holds rank = 1") != std::string::npos);
+  std::string expected = interp::explanation_json(e);
+  expected.pop_back();
+  const app::StudioResponse only =
+      post(s, "/api/explain", R"({"input": {"text": "他打碎了花瓶"}, "query": {"layer": 9, "head": 0, "position": 2}})");
+  REQUIRE(only.status == 200);
+  CHECK(only.body.find(expected) != std::string::npos);
 }
 
 }  // namespace qkv

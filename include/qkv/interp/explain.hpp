@@ -49,6 +49,12 @@ struct QueryExplanation {
   std::vector<double> output;          ///< z_i = sum_j w_j v_j, recomputed (Dv)
   std::vector<double> model_output;    ///< the layer's z_i (hook_z)
   double weight_error = 0, output_error = 0;  ///< max |recomputed - the layer's|
+  /// Compiled models only (model::LoadedModel::compiled; empty otherwise): the head in its
+  /// program's words, one line each: the operation it computes; what the query and the heaviest
+  /// key hold in the S-ops the head reads at q and at k ("agent = 1", with the program's comment
+  /// on that S-op); the largest terms q_d k_d of q . k_j, named by what dimension d means
+  /// ("key rank:1": the key's rank is 1).
+  std::vector<std::string> program_words;
 };
 
 /// Explain query `query` of head `head` of attention layer `layer` (index in model order) on

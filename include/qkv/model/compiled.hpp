@@ -51,6 +51,11 @@ struct CompiledInfo {
   std::vector<std::string> components() const;
 };
 
+/// The value S-op `sop` holds in one position's residual vector `x` (d_model floats, labelled by
+/// CompiledInfo::residual): a categorical S-op's label after "sop:" of the dimension above 1/2
+/// ("" when none is: None); a numerical S-op's one dimension, as a number.
+std::string sop_value(const float* x, const std::vector<std::string>& residual, const std::string& sop);
+
 /// The /compiled entries that store `info` (plus "circuit": `circuit_json` when not empty).
 std::vector<std::pair<std::string, std::string>> compiled_entries(const CompiledInfo& info,
                                                                   const std::string& circuit_json = "");

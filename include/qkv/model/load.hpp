@@ -11,6 +11,7 @@
 #include "qkv/config/config.hpp"
 #include "qkv/data/tasks.hpp"
 #include "qkv/io/checkpoint.hpp"
+#include "qkv/model/compiled.hpp"
 #include "qkv/model/task_model.hpp"
 
 namespace qkv::model {
@@ -30,6 +31,9 @@ struct LoadedModel {
   std::shared_ptr<data::Task> task;
   std::shared_ptr<data::Dataset> data;  ///< null when loaded without data (shared by copies of the model)
   std::shared_ptr<TaskModel> model;  ///< shared by copies of a LoadedModel (views with and without data)
+  /// A compiled program's model (qkv compile): its program, residual labels and operations; null
+  /// for trained models.
+  std::shared_ptr<const CompiledInfo> compiled;
 };
 
 /// How load_model reads a checkpoint.
