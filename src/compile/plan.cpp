@@ -83,7 +83,8 @@ Plan make_plan(const rasp::Program& p) {
   for (std::size_t k = 0; k < n; ++k)
     if (p.nodes[k].op == Op::Select) keys[k] = fold(p, p.nodes[k].inputs[0]), queries[k] = fold(p, p.nodes[k].inputs[1]);
 
-  // The S-ops that need dimensions: the inputs, the output, and what a computed operation reads.
+  // The S-ops that need dimensions: the inputs, the output, the kept ones, and what a computed
+  // operation reads.
   std::function<void(std::size_t)> need = [&](std::size_t k) {
     if (plan.materialized[k]) return;
     plan.materialized[k] = true;
@@ -99,6 +100,7 @@ Plan make_plan(const rasp::Program& p) {
   for (std::size_t k = 0; k < n; ++k)
     if (p.nodes[k].op == Op::Tokens || p.nodes[k].op == Op::Indices) need(k);
   need(p.output);
+  for (std::size_t k : p.kept) need(k);
 
   // Longest path: an operation goes to the first sublayer of its kind after its inputs are ready.
   std::vector<std::vector<std::size_t>> heads_of, mlps_of;

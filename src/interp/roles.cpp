@@ -32,6 +32,10 @@ RoleScores score_roles(model::LoadedModel& model, const model::CompiledInfo& inf
   const std::vector<std::string>& relations = grammar.relation_names();
   const auto subject = std::find(relations.begin(), relations.end(), "verb->subject") - relations.begin();
   const auto object = std::find(relations.begin(), relations.end(), "verb->object") - relations.begin();
+  const auto result = std::find(relations.begin(), relations.end(), "verb->result") - relations.begin();
+  const bool has_result = std::any_of(info.residual.begin(), info.residual.end(),
+                                      [](const std::string& l) { return l.rfind("result:", 0) == 0; }) &&
+                          std::size_t(result) < relations.size();
 
   // Draw the sentences; those with at most max_len words become rows (BOS, the words, padding).
   Generator gen(seed);
@@ -77,12 +81,17 @@ RoleScores score_roles(model::LoadedModel& model, const model::CompiledInfo& inf
         ++c.what;
         c.what_right += read_sop(resid, info.residual, "what", b, 1 + w) == std::to_string(gold);
       }
+      if (const Index gold = has_result ? s.partners[std::size_t(result)][w] : -1; gold >= 0) {
+        ++c.result;
+        c.result_right += read_sop(resid, info.residual, "result", b, 1 + w) == std::to_string(gold);
+      }
     }
   }
   for (auto& [name, c] : by) {
     scores.constructions.emplace_back(name, c);
     scores.all.who += c.who, scores.all.who_right += c.who_right;
     scores.all.what += c.what, scores.all.what_right += c.what_right;
+    scores.all.result += c.result, scores.all.result_right += c.result_right;
   }
   scores.sentences = kept.size();
   return scores;
@@ -95,11 +104,15 @@ std::string format_role_scores(const RoleScores& scores) {
     std::snprintf(buf, sizeof buf, "%zu / %zu (%.1f%%)", right, n, 100.0 * double(right) / double(n));
     return std::string(buf);
   };
-  std::string out = "| construction | who (verb->subject) | what (verb->object) |\n|---|---:|---:|\n";
-  for (auto& [name, c] : scores.constructions)
-    out += "| " + name + " | " + cell(c.who_right, c.who) + " | " + cell(c.what_right, c.what) + " |\n";
-  out += "| **all** | " + cell(scores.all.who_right, scores.all.who) + " | " +
-         cell(scores.all.what_right, scores.all.what) + " |\n";
+  const bool result = scores.all.result > 0;
+  std::string out = std::string("| construction | who (verb->subject) | what (verb->object) |") +
+                    (result ? " result (verb->result) |\n|---|---:|---:|---:|\n" : "\n|---|---:|---:|\n");
+  auto row = [&](const std::string& name, const RoleCounts& c) {
+    out += "| " + name + " | " + cell(c.who_right, c.who) + " | " + cell(c.what_right, c.what) + " |" +
+           (result ? " " + cell(c.result_right, c.result) + " |" : "") + "\n";
+  };
+  for (auto& [name, c] : scores.constructions) row(name, c);
+  row("**all**", scores.all);
   return out;
 }
 

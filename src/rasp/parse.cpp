@@ -23,7 +23,7 @@ constexpr std::size_t kMaxVocab = 1024;
 constexpr std::size_t kMaxPairs = 1 << 16;  // sequence_map tables
 
 const std::vector<std::string>& keywords() {
-  static const std::vector<std::string> k = {"vocab", "max_len", "causal", "output", "map", "sequence_map", "select",
+  static const std::vector<std::string> k = {"vocab", "max_len", "causal", "output", "keep", "map", "sequence_map", "select",
                                              "aggregate", "selector_width", "numerical", "categorical", "tokens",
                                              "indices", "true", "false"};
   return k;
@@ -113,8 +113,16 @@ class Parser {
       output_at_ = &n;
       return end_of_statement("output");
     }
+    if (first.is_name("keep")) {
+      if (c_.peek().kind != Tok::Name) c_.fail(c_.peek(), "keep", "expected the names of S-ops, found " + syntax::describe(c_.peek()));
+      while (c_.peek().kind == Tok::Name) {
+        const Token& n = c_.next();
+        kept_.push_back(Arg{n.text, 0, &n});
+      }
+      return end_of_statement("keep");
+    }
     if (first.kind != Tok::Name)
-      c_.fail(first, "", "expected a statement (NAME = operation, vocab, max_len, causal or output), found " +
+      c_.fail(first, "", "expected a statement (NAME = operation, vocab, max_len, causal, output or keep), found " +
                              syntax::describe(first));
     if (!c_.peek().is("="))
       c_.fail(c_.peek(), "", "expected '=' after '" + first.text + "' (a statement is NAME = operation, or vocab, max_len, "
@@ -278,6 +286,11 @@ class Parser {
     std::vector<std::string> chain;
     Arg out{output_name_, 0, output_at_};
     const std::size_t output = target(out, chain);
+    std::vector<std::size_t> kept;
+    for (const Arg& k : kept_) {
+      chain.clear();
+      kept.push_back(target(k, chain));
+    }
     // Depth-first order; a node met again while on the stack closes a cycle.
     std::vector<int> state(raws_.size(), 0);  // 0 new, 1 on the stack, 2 done
     std::vector<std::size_t> order, stack;
@@ -308,7 +321,11 @@ class Parser {
       explicit_.push_back(raws_[i].explicit_encoding);
     }
     program_.output = index[output];
+    for (std::size_t k : kept) program_.kept.push_back(index[k]);
     for (std::size_t k = 0; k < program_.nodes.size(); ++k) infer(k);
+    for (std::size_t i = 0; i < kept.size(); ++i)
+      if (program_.nodes[program_.kept[i]].op == Op::Select)
+        throw ProgramError(path_, kept_[i].at->line, "keep", "'" + kept_[i].name + "' is a selector; keep names S-ops");
     const Node& o = program_.nodes[program_.output];
     if (o.op == Op::Select)
       throw ProgramError(path_, output_at_->line, "output", "'" + output_name_ + "' is a selector; the output is an S-op");
@@ -497,6 +514,7 @@ class Parser {
   std::vector<bool> explicit_;
   std::string current_, output_name_;
   const Token* output_at_ = nullptr;
+  std::vector<Arg> kept_;
   std::size_t anonymous_ = 0;
   bool seen_vocab_ = false, seen_max_len_ = false, seen_causal_ = false, seen_output_ = false;
 };

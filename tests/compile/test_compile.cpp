@@ -71,9 +71,9 @@ TEST_CASE("compile: who_what_zh, over grammar v2's 191 words, gives its program'
   const rasp::Program p = shipped("who_what_zh");
   const compile::CompiledModel c = compile::compile_program(p);
   CHECK(c.config.model.layers == 10);
-  CHECK(c.config.model.attn.num_heads == 3);
-  CHECK(c.config.model.d_model == 920);
-  CHECK(c.config.model.ff.hidden == 1428);
+  CHECK(c.config.model.attn.num_heads == 4);
+  CHECK(c.config.model.d_model == 1014);
+  CHECK(c.config.model.ff.hidden == 1581);
   CHECK(p.vocab.size() == 191);
   model::LoadedModel l = reload(c);
   const compile::CheckResult r = compile::check_model(*l.model, p, kLimit / 50);
@@ -211,6 +211,34 @@ TEST_CASE("compile: a smaller softmax scale leaks attention to unselected keys u
   CHECK(!r.first_error.empty());
   o.attention_scale = 0;
   CHECK_THROWS_AS(compile::compile_program(p, o), OptionError);
+}
+
+}  // namespace qkv
+
+namespace qkv {
+
+TEST_CASE("compile: keep compiles S-ops the output does not read: keep names S-ops, and says what is wrong") {
+  const std::string body =
+      "vocab a b\nmax_len 3\nflip = map(tokens, {a: b, b: a})\n"
+      "next = aggregate(select(indices, map(indices, x + 1), EQ), tokens)\nsel = select(tokens, tokens, EQ)\noutput flip\n";
+  auto has = [](const compile::CompiledModel& c, const std::string& prefix) {
+    return std::any_of(c.info.residual.begin(), c.info.residual.end(),
+                       [&](const std::string& l) { return l.rfind(prefix, 0) == 0; });
+  };
+  const compile::CompiledModel without = compile::compile_program(rasp::parse_program(body));
+  CHECK_FALSE(has(without, "next:"));
+  const rasp::Program kept = rasp::parse_program(body + "keep next\n");
+  REQUIRE(kept.kept.size() == 1);
+  CHECK(kept.nodes[kept.kept[0]].name == "next");
+  const compile::CompiledModel with = compile::compile_program(kept);
+  CHECK(has(with, "next:a"));
+  CHECK(std::any_of(with.info.ops.begin(), with.info.ops.end(), [](auto& op) { return op.sop == "next"; }));
+  CHECK_THROWS_WITH_AS(rasp::parse_program(body + "keep\n"), doctest::Contains("keep: expected the names of S-ops"),
+                       rasp::ProgramError);
+  CHECK_THROWS_WITH_AS(rasp::parse_program(body + "keep nxt\n"), doctest::Contains("unknown name 'nxt'; did you mean 'next'"),
+                       rasp::ProgramError);
+  CHECK_THROWS_WITH_AS(rasp::parse_program(body + "keep sel\n"), doctest::Contains("'sel' is a selector; keep names S-ops"),
+                       rasp::ProgramError);
 }
 
 }  // namespace qkv

@@ -103,16 +103,18 @@ namespace qkv {
 // programs/who_what_zh.rasp over grammar v2's words (a token per word): its heads are graded on
 // the grammar's gold roles (interp::score_roles), each removal breaks only its own answers, and
 // the learners' sentences are read as typed (the longest token at each place).
-TEST_CASE("who_what_zh: on grammar v2 the who head finds the doer, the what head the thing done to; each removal breaks only its own") {
+TEST_CASE("who_what_zh: on grammar v2 the who head finds the doer and the what head the thing done to and the result head the result: each removal breaks only its own") {
   const rasp::Program p = rasp::load_program(std::string(QKV_SOURCE_DIR) + "/programs/who_what_zh.rasp");
   const compile::CompiledModel c = compile::compile_program(p);
   model::LoadedModel l = model::load_model(c.checkpoint, "who_what_zh", {}, false);
   REQUIRE(l.compiled);
-  interp::HeadRef who, what;
+  interp::HeadRef who, what, result;
   for (auto& op : c.info.ops) {
     if (op.sop == "who") who = {op.layer, op.head};
     if (op.sop == "what") what = {op.layer, op.head};
+    if (op.sop == "result") result = {op.layer, op.head};
   }
+  CHECK(interp::head_name(result) == "7.0");  // kept beside the output (keep result)
   const auto grammar = data::load_grammar("v2", data::Language::Zh);
   const interp::RoleScores all = interp::score_roles(l, c.info, *grammar, 300, 5);
   CHECK(all.sentences == 300);
@@ -122,6 +124,8 @@ TEST_CASE("who_what_zh: on grammar v2 the who head finds the doer, the what head
   // objects that are verbs, 爱吃, and relative clauses; docs/compile.md has the table).
   CHECK(double(all.all.who_right) >= 0.9 * double(all.all.who));
   CHECK(double(all.all.what_right) >= 0.75 * double(all.all.what));
+  CHECK(all.all.result > 50);
+  CHECK(double(all.all.result_right) >= 0.95 * double(all.all.result));
   // Where the textbooks' sentences come from (把, 被, the past and the present), at least 95%
   // (a possessor before an adjective, 小刚最好的朋友, is taken for the head noun).
   for (auto& [name, counts] : all.constructions)
@@ -132,11 +136,18 @@ TEST_CASE("who_what_zh: on grammar v2 the who head finds the doer, the what head
     }
   const interp::RoleCounts no_who = interp::score_roles(l, c.info, *grammar, 300, 5, {who}).all;
   const interp::RoleCounts no_what = interp::score_roles(l, c.info, *grammar, 300, 5, {what}).all;
+  const interp::RoleCounts no_result = interp::score_roles(l, c.info, *grammar, 300, 5, {result}).all;
   CHECK(no_who.who_right == 0);
   CHECK(no_who.what_right == all.all.what_right);
+  CHECK(no_who.result_right == all.all.result_right);
   CHECK(no_what.what_right == 0);
   CHECK(no_what.who_right == all.all.who_right);
+  CHECK(no_what.result_right == all.all.result_right);
+  CHECK(no_result.result_right == 0);
+  CHECK(no_result.who_right == all.all.who_right);
+  CHECK(no_result.what_right == all.all.what_right);
   CHECK(interp::format_role_scores(all).find("| bei | ") != std::string::npos);
+  CHECK(interp::format_role_scores(all).find("result (verb->result)") != std::string::npos);
 
   // 他打碎了花瓶 and 猫喜欢追逐老鼠 as typed: the who head at the verb puts its weight on the doer,
   // the what head on the thing done to, and the walk says so in the program's words.
@@ -155,6 +166,13 @@ TEST_CASE("who_what_zh: on grammar v2 the who head finds the doer, the what head
     r.head = what.head;
     CHECK(interp::explain(l, r).at(0).keys.at(std::size_t(done_to)).weight > 0.99);
   }
+  // The result head at 打 of 他打碎了花瓶 finds 碎.
+  interp::ExplainRequest r;
+  r.input.text = "他打碎了花瓶";
+  r.layer = result.layer, r.head = result.head, r.query = 2;
+  const interp::QueryExplanation e = interp::explain(l, r).at(0);
+  CHECK(e.keys.at(3).weight > 0.99);
+  CHECK(e.key_tokens.at(3) == "碎");
   // A word the program does not know: an error naming it.
   interp::ExplainRequest bad;
   bad.input.text = "他打碎了披萨";

@@ -2,10 +2,11 @@
 /// @file
 /// A compiled who/what model (programs/who_what_zh.rasp) graded against a grammar's gold roles:
 /// at every word with a gold verb->subject partner, is the word position its "who" head wrote the
-/// partner's; likewise "what" against verb->object. The heads' answers are read where they write
-/// them, in the final residual stream's `who` and `what` subspaces (model::CompiledInfo::residual,
-/// "who:3": word 3), so removing a head (`removed`, zeroed as qkv ablate --mode zero) shows which
-/// answers depend on it.
+/// partner's; likewise "what" against verb->object and, when the program keeps one, "result"
+/// against verb->result. The heads' answers are read where they write them, in the final residual
+/// stream's `who`, `what` and `result` subspaces (model::CompiledInfo::residual, "who:3": word 3),
+/// so removing a head (`removed`, zeroed as qkv ablate --mode zero) shows which answers depend on
+/// it.
 
 #include <cstdint>
 #include <string>
@@ -19,9 +20,10 @@
 
 namespace qkv::interp {
 
-/// Right answers out of the words scored, for "who" (verb->subject) and "what" (verb->object).
+/// Right answers out of the words scored, for "who" (verb->subject), "what" (verb->object) and
+/// "result" (verb->result; 0 scored when the program has no `result` S-op).
 struct RoleCounts {
-  std::size_t who_right = 0, who = 0, what_right = 0, what = 0;
+  std::size_t who_right = 0, who = 0, what_right = 0, what = 0, result_right = 0, result = 0;
 };
 
 struct RoleScores {
@@ -38,7 +40,8 @@ struct RoleScores {
 RoleScores score_roles(model::LoadedModel& model, const model::CompiledInfo& info, const data::Grammar& grammar,
                        std::size_t sentences, std::uint64_t seed, const std::vector<HeadRef>& removed = {});
 
-/// A Markdown table: one row per construction and the total, who and what right / scored (%).
+/// A Markdown table: one row per construction and the total, who, what (and result) right /
+/// scored (%).
 std::string format_role_scores(const RoleScores& scores);
 
 }  // namespace qkv::interp

@@ -128,6 +128,9 @@ struct Program {
   bool causal = false;       ///< every selector also requires key position <= query position
   std::vector<Node> nodes;   ///< in dependency order: every input before its users
   std::size_t output = 0;    ///< the node the program outputs (a categorical S-op)
+  /// S-ops compiled although the output does not read them (`keep NAME ...`): their dimensions
+  /// and the operations that compute them are in the model, for instruments to read.
+  std::vector<std::size_t> kept;
 
   /// The node named `name` (ValueError when none is).
   std::size_t find(const std::string& name) const;
