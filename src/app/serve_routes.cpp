@@ -27,7 +27,7 @@ using json::Value;
 
 // The sentences a learner sees first, with the query the textbooks ask about: "追" (chase) in
 // 猫喜欢追逐老鼠 looks for who chases and what. The first one the model can read is suggested.
-// A compiled program reads them too when they are made of its tokens (programs/who_what_zh.rasp:
+// A program's model (qkv compile) reads them too when they are made of its tokens (who_what_zh.rasp:
 // a token per word); the query is then the token that starts with the verb.
 struct Suggestion {
   const char* text;
@@ -236,7 +236,9 @@ void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel&
   w.open('{').member("index", index).member("path", l.path).member("task", task.name());
   w.member("arch", nn::arch_names().name(o.arch)).member("d_model", o.d_model);
   w.member("objective", task.masked() ? "masked" : task.next_token() ? "causal" : "labels");
-  w.member("text", task.tokenizer() != nullptr).member("seq2seq", task.seq2seq());
+  // Text: a tokenizer's, or a program's tokens (qkv compile; read by the longest token at each place).
+  const bool program = task.name() == "program";
+  w.member("text", task.tokenizer() != nullptr || program).member("seq2seq", task.seq2seq());
   w.member("tokenizer", task.tokenizer() ? data::name(task.tokenizer()->kind()) : "");
   w.member("mask_text", task.mask_token() >= 0 ? data::kMaskText : "");
   w.member("context", task.input_length()).member("input_vocab", task.input_vocab()).member("classes", task.num_classes());
@@ -260,7 +262,7 @@ void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel&
       found = true;
       break;
     }
-  if (!found && l.compiled)
+  if (!found && program)
     for (const Suggestion& sg : kSuggestions) {
       if (found || !readable(l, sg.text)) continue;
       model::InputRequest r;

@@ -415,6 +415,41 @@ def run(a, check):
             print("  server stderr: " + "".join(server.err)[-800:])
 
 
+def run_compiled(a, check):
+    """A compiled who/what model (programs/who_what_zh.rasp): the page opens on 猫喜欢追逐老鼠 at 追逐,
+    and the walk of the "who" head on 他打碎了花瓶 says the program's words, qkv explain's."""
+    out = a.workdir / "who_what_zh.h5"
+    su.cli(a.qkv, "compile", Path(__file__).resolve().parents[2] / "programs/who_what_zh.rasp", "--out", out,
+           "--check", 200)
+    server = su.Server(a.qkv, out)
+    browser = bt.start_browser("/usr/bin/chromium")
+    page = bt.Page(browser)
+    try:
+        page.navigate(server.url + "/")
+        check("compiled: page ready", page.wait_for("window.qkvStudio && qkvStudio.ready && qkvStudio.state().explain", 60))
+        wait_drawn(page)
+        st = page.eval("qkvStudio.state()")
+        check("compiled: opens on 猫喜欢追逐老鼠, a token per word, the query at 追逐",
+              st["tokens"][1:] == ["猫", "喜欢", "追逐", "老鼠"] and st["sel"]["query"] == 3, f"{st['tokens']} {st['sel']}")
+        type_text(page, "#text", "他打碎了花瓶")
+        wait_explained(page)
+        click(page, "#queries .tok[data-i='2']")
+        click(page, "#grid .cell[data-layer='9'][data-head='0'] canvas")
+        check("compiled: the walk of head 9.0 at 打", wait_explain(page, 9, 0, 2))
+        shown = page.eval("[...document.querySelectorAll('#step-body .program-words')].map((e) => e.textContent)")
+        cli = su.cli(a.qkv, "explain", out, "--text", "他打碎了花瓶", "--layer", 9, "--head", 0, "--query", 2, "--json",
+                     json_out=True)
+        check("compiled: step 7 says qkv explain's program words (the query 打 holds agent = 1, the key 他 rank = 1)",
+              shown == cli["program_words"] and any("'他' holds rank = 1" in w for w in shown), str(shown)[:300])
+        if a.shots:
+            page.screenshot(save=str(a.shots / "compiled.png"))
+        check("compiled: no error from the page", not page.page_errors() and not page.eval("qkvStudio.errors.length"))
+    finally:
+        page.close()
+        browser.close()
+        server.stop()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--qkv", required=True)
@@ -432,6 +467,7 @@ def main():
     t0 = time.monotonic()
     try:
         run(a, check)
+        run_compiled(a, check)
     except (bt.CDPError, RuntimeError) as e:
         check("the test ran to the end", False, str(e))
     print(f"studio browser test: {'PASS' if not check.failed else 'FAIL'} in {time.monotonic() - t0:.1f} s"
