@@ -281,9 +281,9 @@ std::string sop_value(const Array<float>& x, const std::vector<std::string>& lab
   return sop + " = " + (v.empty() ? "None" : v);
 }
 
-// QueryExplanation::program_words of head `e` of a compiled model on `row`.
-void describe_compiled(QueryExplanation& e, const model::CompiledInfo& info, model::TaskModel& model,
-                       const data::Batch& row) {
+// QueryExplanation::program_words of head `e` of a compiled model, whose residual stream before
+// each block (blocks.L.hook_resid_pre) is in `resid`.
+void describe_compiled(QueryExplanation& e, const model::CompiledInfo& info, nn::ActivationCache<float>& resid) {
   const std::string component = std::to_string(e.layer_index) + "." + std::to_string(e.head);
   const model::CompiledOp* op = nullptr;
   for (auto& o : info.ops)
@@ -294,12 +294,7 @@ void describe_compiled(QueryExplanation& e, const model::CompiledInfo& info, mod
   }
   e.program_words.push_back("head " + component + " computes " + op->sop + " (" + op->op + ", line " +
                             std::to_string(op->line) + ": " + op->expr + ")");
-  const std::string resid = "blocks." + std::to_string(e.layer_index) + ".hook_resid_pre";
-  Array<float> x;
-  {
-    NoGradGuard no_grad;
-    x = nn::run_with_cache(model.module(), [&] { model.logits(row); }, {resid})[resid];
-  }
+  const Array<float>& x = resid["blocks." + std::to_string(e.layer_index) + ".hook_resid_pre"];
   const KeyTerm* heaviest = nullptr;
   for (auto& t : e.keys)
     if (!t.masked && (!heaviest || t.weight > heaviest->weight)) heaviest = &t;
@@ -337,9 +332,14 @@ std::vector<QueryExplanation> explain(model::LoadedModel& l, const ExplainReques
   if (r.head && !r.layer) field_error("head", "give its {layer} too");
   data::Batch row;
   with_prefix("input.", [&] { row = model::input_row(l, r.input).row; });
+  nn::ActivationCache<float> resid;  // compiled models: every block's input, once
+  if (l.compiled) {
+    NoGradGuard no_grad;
+    resid = nn::run_with_cache(l.model->module(), [&] { l.model->logits(row); }, {"blocks.*.hook_resid_pre"});
+  }
   auto one = [&](std::size_t layer, std::size_t head) {
     QueryExplanation e = explain_query(*l.model, *l.task, row, layer, head, r.query);
-    if (l.compiled) describe_compiled(e, *l.compiled, *l.model, row);
+    if (l.compiled) describe_compiled(e, *l.compiled, resid);
     return e;
   };
   if (r.layer && r.head) return {one(*r.layer, *r.head)};
