@@ -65,12 +65,12 @@ class ProgramTask final : public RowTask {
         }
     } else {
       const std::u32string chars = decode_utf8(text, what);
+      std::vector<std::u32string> tokens;
+      for (auto& l : labels) tokens.push_back(decode_utf8(l, "the program's token '" + l + "'"));
       for (std::size_t at = 0; at < chars.size();) {
         std::size_t best = 1;  // an unknown character is a token of its own, and named below
-        for (auto& l : labels) {
-          const std::u32string t = decode_utf8(l, what);
+        for (auto& t : tokens)
           if (t.size() > best && chars.compare(at, t.size(), t) == 0) best = t.size();
-        }
         words.push_back(encode_utf8(chars.substr(at, best)));
         at += best;
       }

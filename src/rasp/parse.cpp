@@ -23,9 +23,9 @@ constexpr std::size_t kMaxVocab = 1024;
 constexpr std::size_t kMaxPairs = 1 << 16;  // sequence_map tables
 
 const std::vector<std::string>& keywords() {
-  static const std::vector<std::string> k = {"vocab", "max_len", "causal", "output", "keep", "map", "sequence_map", "select",
-                                             "aggregate", "selector_width", "numerical", "categorical", "tokens",
-                                             "indices", "true", "false"};
+  static const std::vector<std::string> k = {"vocab", "max_len", "causal", "output", "keep", "map", "sequence_map",
+                                             "select", "aggregate", "selector_width", "numerical", "categorical",
+                                             "tokens", "indices", "true", "false"};
   return k;
 }
 
@@ -114,7 +114,8 @@ class Parser {
       return end_of_statement("output");
     }
     if (first.is_name("keep")) {
-      if (c_.peek().kind != Tok::Name) c_.fail(c_.peek(), "keep", "expected the names of S-ops, found " + syntax::describe(c_.peek()));
+      if (c_.peek().kind != Tok::Name)
+        c_.fail(c_.peek(), "keep", "expected the names of S-ops, found " + syntax::describe(c_.peek()));
       while (c_.peek().kind == Tok::Name) {
         const Token& n = c_.next();
         kept_.push_back(Arg{n.text, 0, &n});
@@ -126,7 +127,7 @@ class Parser {
                              syntax::describe(first));
     if (!c_.peek().is("="))
       c_.fail(c_.peek(), "", "expected '=' after '" + first.text + "' (a statement is NAME = operation, or vocab, max_len, "
-                             "causal, output), found " + syntax::describe(c_.peek()));
+                             "causal, output, keep), found " + syntax::describe(c_.peek()));
     const std::string& name = first.text;
     if (std::find(keywords().begin(), keywords().end(), name) != keywords().end())
       c_.fail(first, name, "'" + name + "' is a word of the language and cannot be a name");
