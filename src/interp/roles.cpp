@@ -33,6 +33,8 @@ RoleScores score_roles(model::LoadedModel& model, const model::CompiledInfo& inf
   const auto subject = std::find(relations.begin(), relations.end(), "verb->subject") - relations.begin();
   const auto object = std::find(relations.begin(), relations.end(), "verb->object") - relations.begin();
   const auto result = std::find(relations.begin(), relations.end(), "verb->result") - relations.begin();
+  if (std::size_t(subject) == relations.size() || std::size_t(object) == relations.size())
+    throw ValueError("grammar " + grammar.name() + ": score_roles needs the relations verb->subject and verb->object");
   const bool has_result = std::any_of(info.residual.begin(), info.residual.end(),
                                       [](const std::string& l) { return l.rfind("result:", 0) == 0; }) &&
                           std::size_t(result) < relations.size();
@@ -44,7 +46,10 @@ RoleScores score_roles(model::LoadedModel& model, const model::CompiledInfo& inf
   while (kept.size() < sentences) {
     data::GrammarSentence s = grammar.random_sentence(gen);
     if (s.words.size() + 1 > T) {
-      ++scores.too_long;
+      if (++scores.too_long > 100 * (sentences + 10))  // a program too short for the grammar: no hang
+        throw ValueError(model.path + ": " + std::to_string(scores.too_long) + " sentences drawn, " +
+                         std::to_string(kept.size()) + " of at most the program's max_len " + std::to_string(T - 1) +
+                         " words; expected " + std::to_string(sentences));
       continue;
     }
     kept.push_back(std::move(s));

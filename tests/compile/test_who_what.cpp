@@ -173,6 +173,11 @@ TEST_CASE("who_what_zh: on grammar v2 the who head finds the doer and the what h
   const interp::QueryExplanation e = interp::explain(l, r).at(0);
   CHECK(e.keys.at(3).weight > 0.99);
   CHECK(e.key_tokens.at(3) == "碎");
+  // The toy who_what model (7 tokens, 5 positions) cannot read the grammar: an error, not a hang.
+  const compile::CompiledModel toy =
+      compile::compile_program(rasp::load_program(std::string(QKV_SOURCE_DIR) + "/programs/who_what.rasp"));
+  model::LoadedModel t = model::load_model(toy.checkpoint, "who_what.h5", {}, false);
+  CHECK_THROWS_AS(interp::score_roles(t, toy.info, *grammar, 20, 1), ValueError);
   // A word the program does not know: an error naming it.
   interp::ExplainRequest bad;
   bad.input.text = "他打碎了披萨";

@@ -35,8 +35,9 @@ struct RoleScores {
 
 /// Score `model` (compiled, `info` its program; S-ops `who` and `what` holding word positions) on
 /// `sentences` sentences drawn from `grammar` with `seed`, its words as the program's tokens,
-/// with the heads `removed` zeroed. ValueError when the program has no `who` or `what` S-op, or
-/// a word of the grammar is not one of its tokens.
+/// with the heads `removed` zeroed. ValueError when the program has no `who` or `what` S-op, the
+/// grammar no verb->subject or verb->object relation, a word of the grammar is not one of the
+/// program's tokens, or too few sentences fit in max_len words (after 100 x `sentences` tries).
 RoleScores score_roles(model::LoadedModel& model, const model::CompiledInfo& info, const data::Grammar& grammar,
                        std::size_t sentences, std::uint64_t seed, const std::vector<HeadRef>& removed = {});
 
