@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <optional>
 
 #include "loaded.hpp"
 #include "qkv/interp/explain.hpp"
@@ -50,16 +51,15 @@ const PatchPair kMaskedPairs[] = {{"我爱[MASK]苹果", "我爱[MASK]牛奶", "
                                   {"i love to [MASK] apples .", "i love to [MASK] milk .", "eat", "drink"}};
 const PatchPair kPrefixPairs[] = {{"我爱吃苹", "我爱吃香", "果", "蕉"}, {"i love to eat", "i love to drink", "", ""}};
 
-// Whether `text` is something the model reads (as the studio reads typed text).
-bool readable(const model::LoadedModel& l, const std::string& text) {
+// The row the model reads for `text` (as the studio reads typed text), or nullopt when it cannot.
+std::optional<data::Batch> read_row(const model::LoadedModel& l, const std::string& text) {
   try {
     model::InputRequest r;
     r.text = text;
     r.plain_text = true;
-    model::input_row(l, r);
-    return true;
+    return model::input_row(l, r).row;
   } catch (const ValueError&) {
-    return false;
+    return std::nullopt;
   }
 }
 
@@ -257,20 +257,16 @@ void model_summary(json::Writer& w, std::size_t index, const model::LoadedModel&
   if (task.tokenizer())
     for (const Suggestion& sg : kSuggestions) {
       if (sg.tokenizer != task.tokenizer()->kind()) continue;
-      if (!readable(l, sg.text)) continue;
+      if (!read_row(l, sg.text)) continue;
       w.member("text", sg.text).member("query", sg.query);
       found = true;
       break;
     }
   if (!found && program)
     for (const Suggestion& sg : kSuggestions) {
-      if (found || !readable(l, sg.text)) continue;
-      model::InputRequest r;
-      r.text = sg.text;
-      r.plain_text = true;
-      const data::Batch row = model::input_row(l, r).row;
-      for (std::size_t t = 0; t < row.inputs.size() && !found; ++t)
-        if (task.token_label(row.inputs.data()[t]).rfind(sg.verb, 0) == 0) {
+      const std::optional<data::Batch> row = found ? std::nullopt : read_row(l, sg.text);
+      for (std::size_t t = 0; row && t < row->inputs.size() && !found; ++t)
+        if (task.token_label(row->inputs.data()[t]).rfind(sg.verb, 0) == 0) {
           w.member("text", sg.text).member("query", t);
           found = true;
         }
